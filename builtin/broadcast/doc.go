@@ -1,0 +1,126 @@
+// Package broadcast is hostd's broadcast engine: one message, atomically and
+// idempotently, to a set of vchannels (always including the control channel
+// "_control/0"), with an ack callback per message type that runs exactly
+// once in effect. The behaviour is specified in
+// ../shared/design/broadcast.md (seed 000, the Milvus Broadcaster); this
+// page says how the code implements it.
+//
+// # Using it
+//
+//	e, err := broadcast.New(broadcast.Options{Store: st, Locker: lk, Channels: ch, Handlers: plugins, ...})
+//	e.Register("Noop", broadcast.Noop{}, broadcast.TypeOptions{}) // built-ins, before Start
+//	err = e.Start(ctx)        // recovery: re-takes locks, resumes appends and callbacks
+//	res, err := e.Submit(ctx, &broadcast.Request{...})
+//	e.Close()
+//
+// The engine never imports another builtin or host: it declares what it
+// needs as small interfaces (Locker, Channels, HandlerSource) and the host
+// adapts builtin/locks, runtime/wal (or builtin/mapping) and runtime/wasm.
+//
+// # Message types and handlers
+//
+// Every message type is served by one Handler:
+//
+//	ResourceKeys(ctx, msg)         keys the type itself declares; merged with the caller's
+//	Validate(ctx, msg, kv)         optional check under the locks, before anything is persisted;
+//	                               kv is a read-only snapshot of the catalog
+//	Ack(ctx, call) (AckResult, err) the ack callback, run after every vchannel is acked
+//
+// Built-in types (Noop here; topic.create/grow/remap/delete from the host's
+// mapping wiring) are registered with Engine.Register before Start. Plugin
+// types are found through Options.Handlers (a HandlerSource: the host adapts
+// runtime/wasm to it); a built-in wins over a plugin type of the same name.
+// A type nobody serves is rejected with ErrUnknownType unless
+// Options.AllowUnhandled is set, in which case it is broadcast with no
+// callback.
+//
+// Per-type options (TypeOptions): MaxAttempts (0 = unlimited) and AckSyncUp
+// (the default of the per-request flag).
+//
+// Errors from a handler are retryable unless wrapped with Permanent (tested
+// with IsPermanent). A permanent Ack error, or reaching MaxAttempts, moves
+// the task to FAILED: locks released, error kept, still indexed for
+// idempotency. A permanent or any Validate error is returned to the caller.
+//
+// # Exactly-once plugin state
+//
+// Ack does not write anything itself. It returns an AckResult: the Ops
+// (catalog puts/deletes, under the plugin's own pkv/ namespace) it wants
+// applied, plus the optimistic Checks and RangeChecks of what it read. The
+// engine commits those in the same catalog.Batch that writes the task's
+// TOMBSTONE record. If a check fails (catalog.ErrConflict) nothing is
+// applied, the callback is re-run at once; that re-run is not an attempt
+// (it does not count toward MaxAttempts) but gets its own span and bumps
+// the conflict counter. A crash before that commit leaves no trace of the
+// attempt; a crash after it is a finished task.
+//
+// # The nine steps (Engine.Submit and the task driver)
+//
+//  1. Lock: caller keys ∪ type keys (+ shared cluster key unless a cluster
+//     key is present) are locked through Locker, blocking on ctx.
+//  2. Idempotency: lookup and reservation of (type, scope, key) in one
+//     critical section. A hit releases the locks and waits for the original;
+//     a reservation held by a concurrent request makes this one release its
+//     locks, wait, and start again.
+//  3. Validate under the locks (only for a non-duplicate).
+//  4. Persist: the ID comes from the persisted sequence "broadcast/id"
+//     (allocated in blocks, after the lock), the task is committed as PENDING
+//     with the W3C carrier of its `create broadcast` span.
+//  5. Append: one append loop batches the entries of every task into one
+//     Channels.Append call, then commits every checkpoint of that round (and
+//     each vchannel's high-water mark) in one catalog Commit before the next
+//     round. Failed vchannels are retried per vchannel with backoff 10 ms ×2
+//     capped at 10 s, forever.
+//  6. Ack: FastAck is implicit (a checkpoint of a FastAck task is its ack);
+//     with AckSyncUp every vchannel except the control channel needs an
+//     explicit Ack, persisted as its own record.
+//  7. Callback: when every vchannel is acked. Conflicting tasks can never be
+//     PENDING at the same time (the locks are held from step 1 to step 8,
+//     also across restarts), so their callbacks are ordered by the control
+//     channel; at recovery tasks are resumed in control-channel time-tick
+//     order. Failed callbacks retry with backoff 10 ms ×2 capped at 10 s.
+//  8. Tombstone: the TOMBSTONE record (with its completion time) and the
+//     callback's ops commit together; locks are released, waiters woken.
+//  9. GC: finished tasks older than MaxLifetime or beyond MaxCount (oldest
+//     first) are deleted, every CheckInterval and at Start. At 1,000
+//     broadcasts/s the default MaxCount of 8192 makes the idempotency
+//     window about 8 s, not 24 h.
+//
+// # Durable records (namespace catalog.NSBroadcast = "bc/")
+//
+//	bc/t/<id:016x>              task record (JSON, taskRecord)
+//	bc/c/<id:016x>/<vchannel>   append checkpoint (logic offset, physical queue, time tick, attempts)
+//	bc/a/<id:016x>/<vchannel>   explicit ack (AckSyncUp)
+//	bc/hw/<vchannel>            highest logic offset whose checkpoint is committed
+//
+// Nothing is appended twice: the append loop commits a round's checkpoints
+// and high-water marks before it starts the next round, so after a crash
+// only entries above a vchannel's high-water mark can lack a checkpoint;
+// recovery reads them back and matches the hostd.broadcast.id header before
+// appending anything.
+//
+// # Locking
+//
+// Engine.mu guards the task table and the idempotency index; task.mu guards
+// one task's in-memory state. Order: Engine.mu before task.mu. No lock is
+// held across a catalog Commit, a Channels call or a handler call.
+//
+// # Tracing
+//
+// See tracing.md. `create broadcast` (PRODUCER) is a child of the caller's
+// span; its context is persisted and it ends right after the PENDING commit.
+// Each append attempt is a `send <vchannel>` CLIENT span and each callback
+// attempt a `process broadcast` CONSUMER span, children of the persisted
+// context, with hostd.attempt persisted and continued across restarts.
+// Every start creates a `hostd.recover` root with one link per recovered
+// task, and recovered attempt spans carry hostd.recovered=true.
+//
+// # Failpoints (runtime/failpoint)
+//
+//	broadcast.after-persist       after the PENDING commit
+//	broadcast.mid-append          after a round's appends, before its checkpoints commit
+//	broadcast.after-acks          when a task is fully acked, before its callback
+//	broadcast.mid-callback        after a callback returned, before its commit
+//	broadcast.before-tombstone    just before the TOMBSTONE commit
+//	broadcast.after-tombstone     just after the TOMBSTONE commit
+package broadcast
