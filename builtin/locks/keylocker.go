@@ -47,9 +47,10 @@ type KeyLocker struct {
 
 	mu      sync.Mutex
 	keys    map[keyID]*keyState
-	seq     uint64 // last waiter ticket handed out
-	guardID uint64 // last guard id handed out
-	waiters int    // number of queued waiters
+	seq     uint64      // last waiter ticket handed out
+	guardID uint64      // last guard id handed out
+	waiters int         // number of queued waiters
+	free    []*keyState // idle states kept for reuse
 	closed  bool
 }
 
@@ -241,7 +242,7 @@ func (g *Guard) Unlock() {
 		if len(st.holders) == 0 {
 			st.excl = false
 			if len(st.queue) == 0 {
-				delete(l.keys, id)
+				l.dropLocked(id, st)
 			}
 		}
 	}
@@ -273,11 +274,31 @@ func (l *KeyLocker) state(k abi.ResourceKey) *keyState {
 	id := keyID{k.Domain, k.Key}
 	st := l.keys[id]
 	if st == nil {
-		st = &keyState{}
+		if n := len(l.free); n > 0 {
+			st = l.free[n-1]
+			l.free = l.free[:n-1]
+		} else {
+			st = &keyState{}
+		}
 		l.keys[id] = st
 	}
 	return st
 }
+
+// dropLocked deletes an idle key's state, keeping a few for reuse. Must
+// hold mu.
+func (l *KeyLocker) dropLocked(id keyID, st *keyState) {
+	delete(l.keys, id)
+	if len(l.free) < maxFreeStates {
+		st.holders = st.holders[:0]
+		st.queue = st.queue[:0]
+		st.excl = false
+		l.free = append(l.free, st)
+	}
+}
+
+// maxFreeStates bounds the reuse list of idle key states.
+const maxFreeStates = 256
 
 // grantable returns -1 if a request with ticket seq for ck can be granted
 // now, else the index of the first key that blocks it. Must hold mu.
@@ -333,7 +354,7 @@ func (l *KeyLocker) dequeueLocked(w *waiter) {
 			}
 		}
 		if len(st.queue) == 0 && len(st.holders) == 0 {
-			delete(l.keys, id)
+			l.dropLocked(id, st)
 		}
 	}
 	l.waiters--
@@ -343,6 +364,9 @@ func (l *KeyLocker) dequeueLocked(w *waiter) {
 // transitively, on the keys of waiters granted meanwhile) that has become
 // grantable. Must hold mu.
 func (l *KeyLocker) wakeLocked(keys []abi.ResourceKey) {
+	if l.waiters == 0 {
+		return
+	}
 	work := make([]keyID, 0, len(keys))
 	for _, k := range keys {
 		work = append(work, keyID{k.Domain, k.Key})

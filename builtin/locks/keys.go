@@ -3,7 +3,7 @@ package locks
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/hostd-dev/hostd/sdk/abi"
@@ -109,11 +109,11 @@ func Canonicalize(keys []abi.ResourceKey) ([]abi.ResourceKey, error) {
 		}
 		out = append(out, k)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Domain != out[j].Domain {
-			return out[i].Domain < out[j].Domain
+	slices.SortStableFunc(out, func(a, b abi.ResourceKey) int {
+		if c := strings.Compare(a.Domain, b.Domain); c != 0 {
+			return c
 		}
-		return out[i].Key < out[j].Key
+		return strings.Compare(a.Key, b.Key)
 	})
 	// Merge runs of the same (domain, key): exclusive wins.
 	n := 0
