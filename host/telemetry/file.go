@@ -1,0 +1,241 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// The embedded trace exporter (tracing.md, "Inspection"): every finished
+// span is written as one line of OTLP-JSON (one TracesData per line, ids in
+// hex — the OpenTelemetry Collector file-exporter format) to
+// <data dir>/traces/spans.jsonl, with size-based rotation to
+// spans-1.jsonl (newest rotated) … spans-<MaxFiles-1>.jsonl (oldest).
+//
+// Durability model: each span is one plain write(2) of a whole line, made
+// when the span ends, and never fsynced. A process killed with SIGKILL loses
+// only the spans that had not ended (the kernel keeps what was written); a
+// power loss may lose more. A line cut short by a crash is skipped, with a
+// counted warning, by host/tracestore.
+//
+// Locking: FileExporter.mu guards the open file, its size and the rotation;
+// one ExportSpans call writes its batch as one line under the lock, so lines
+// never interleave.
+
+const (
+	// TraceDirName is the folder under the data directory holding span files.
+	TraceDirName = "traces"
+	// TraceFileName is the file being written; rotated files are named
+	// spans-N.jsonl, N=1 being the most recent.
+	TraceFileName = "spans.jsonl"
+
+	// DefaultFileMaxSize is the default size at which spans.jsonl is rotated.
+	DefaultFileMaxSize = 64 << 20
+	// DefaultFileMaxFiles is the default number of span files kept,
+	// spans.jsonl included.
+	DefaultFileMaxFiles = 5
+)
+
+// ErrFileConfig is returned (wrapped) by FileExporterConfig.Validate.
+var ErrFileConfig = errors.New("telemetry: invalid file exporter config")
+
+// FileExporterConfig configures the embedded file exporter.
+type FileExporterConfig struct {
+	// Dir is the folder the span files are written to, normally
+	// <data dir>/traces (see TraceDir). Required.
+	Dir string
+	// MaxSize is the size in bytes at which the current file is rotated.
+	// Default DefaultFileMaxSize (64 MiB). A single line larger than MaxSize
+	// is still written whole, into a file of its own.
+	MaxSize int64
+	// MaxFiles is how many files are kept, the current one included; the
+	// oldest is deleted on rotation. Default DefaultFileMaxFiles (5).
+	// 1 keeps only the current file (it is truncated on rotation).
+	MaxFiles int
+}
+
+// TraceDir returns the span folder of a data directory.
+func TraceDir(dataDir string) string { return filepath.Join(dataDir, TraceDirName) }
+
+func (c *FileExporterConfig) setDefaults() {
+	if c.MaxSize == 0 {
+		c.MaxSize = DefaultFileMaxSize
+	}
+	if c.MaxFiles == 0 {
+		c.MaxFiles = DefaultFileMaxFiles
+	}
+}
+
+// Validate reports every problem of the config at once (after defaults).
+func (c FileExporterConfig) Validate() error {
+	c.setDefaults()
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, fmt.Errorf("%w: dir is empty", ErrFileConfig))
+	}
+	if c.MaxSize < 0 {
+		errs = append(errs, fmt.Errorf("%w: max size %d is negative", ErrFileConfig, c.MaxSize))
+	}
+	if c.MaxFiles < 0 || c.MaxFiles > 1000 {
+		errs = append(errs, fmt.Errorf("%w: max files %d is outside 1..1000", ErrFileConfig, c.MaxFiles))
+	}
+	return errors.Join(errs...)
+}
+
+// FileExporter is an sdktrace.SpanExporter writing OTLP-JSON lines. Use it
+// with sdktrace.WithSyncer (a SimpleSpanProcessor), so each span is written
+// when it ends. It is safe for concurrent use.
+type FileExporter struct {
+	cfg FileExporterConfig
+	m   ptrace.JSONMarshaler
+
+	mu     sync.Mutex
+	f      *os.File
+	size   int64
+	closed bool
+	stats  FileExporterStats
+}
+
+// FileExporterStats counts what the exporter did since it was opened.
+type FileExporterStats struct {
+	Spans     uint64 // spans written
+	Bytes     uint64 // bytes written
+	Rotations uint64 // rotations done
+	Errors    uint64 // failed writes or rotations
+}
+
+// NewFileExporter creates the folder if needed and opens (appending) the
+// current span file.
+func NewFileExporter(cfg FileExporterConfig) (*FileExporter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("telemetry: create trace dir: %w", err)
+	}
+	e := &FileExporter{cfg: cfg}
+	if err := e.open(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *FileExporter) path(n int) string {
+	if n == 0 {
+		return filepath.Join(e.cfg.Dir, TraceFileName)
+	}
+	return filepath.Join(e.cfg.Dir, "spans-"+strconv.Itoa(n)+".jsonl")
+}
+
+func (e *FileExporter) open() error {
+	f, err := os.OpenFile(e.path(0), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("telemetry: open span file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("telemetry: stat span file: %w", err)
+	}
+	e.f, e.size = f, st.Size()
+	return nil
+}
+
+// rotate closes the current file, shifts spans-N.jsonl to spans-N+1.jsonl
+// (dropping the oldest) and opens a fresh spans.jsonl. Caller holds mu.
+func (e *FileExporter) rotate() error {
+	if err := e.f.Close(); err != nil {
+		e.f = nil
+		return fmt.Errorf("telemetry: close span file: %w", err)
+	}
+	e.f = nil
+	last := e.cfg.MaxFiles - 1
+	if err := os.Remove(e.path(last)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("telemetry: remove oldest span file: %w", err)
+	}
+	for n := last - 1; n >= 0; n-- {
+		if err := os.Rename(e.path(n), e.path(n+1)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("telemetry: rotate span file: %w", err)
+		}
+	}
+	e.stats.Rotations++
+	return e.open()
+}
+
+// ExportSpans writes the batch as one OTLP-JSON line.
+func (e *FileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	line, err := e.m.MarshalTraces(spansToTraces(spans))
+	if err != nil {
+		return fmt.Errorf("telemetry: marshal spans: %w", err)
+	}
+	line = append(line, '\n')
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil // like the SDK's exporters: spans after Shutdown are dropped
+	}
+	if e.f == nil || (e.size > 0 && e.size+int64(len(line)) > e.cfg.MaxSize) {
+		var rerr error
+		if e.f == nil {
+			rerr = e.open()
+		} else {
+			rerr = e.rotate()
+		}
+		if rerr != nil {
+			e.stats.Errors++
+			return rerr
+		}
+	}
+	n, err := e.f.Write(line)
+	e.size += int64(n)
+	e.stats.Bytes += uint64(n)
+	if err != nil {
+		e.stats.Errors++
+		return fmt.Errorf("telemetry: write span file: %w", err)
+	}
+	e.stats.Spans += uint64(len(spans))
+	return nil
+}
+
+// Stats returns counters of the exporter's work.
+func (e *FileExporter) Stats() FileExporterStats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stats
+}
+
+// Shutdown closes the file; later exports are dropped. It is idempotent.
+func (e *FileExporter) Shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if e.f == nil {
+		return nil
+	}
+	err := e.f.Close()
+	e.f = nil
+	if err != nil {
+		return fmt.Errorf("telemetry: close span file: %w", err)
+	}
+	return nil
+}
+
+var _ sdktrace.SpanExporter = (*FileExporter)(nil)
