@@ -43,7 +43,7 @@ func TestMessageRoundTrip(t *testing.T) {
 func TestMessageLayout(t *testing.T) {
 	m := Message{ID: 1, Type: "T", Payload: []byte{0xAA}, Properties: map[string]string{"k": "v"},
 		VChannels: []VChannel{{Name: "c", Appended: true, LogicOffset: 2, PhysicalQueue: "p", TimeTick: 3}},
-		Attempt: 4, TraceParent: "tp"}
+		Attempt:   4, TraceParent: "tp"}
 	want := []byte{
 		1, 1, // version, record type
 		1, 0, 0, 0, 0, 0, 0, 0, // id
