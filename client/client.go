@@ -1,0 +1,250 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client calls one hostd. It is safe for concurrent use.
+type Client struct {
+	base   *url.URL
+	token  string
+	http   *http.Client
+	header http.Header
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends "Authorization: Bearer <token>" on every request.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient replaces the default http.Client (e.g. for custom TLS).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
+
+// WithHeader adds a header to every request (e.g. traceparent).
+func WithHeader(key, value string) Option {
+	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// New returns a client for the hostd at addr: a URL ("http://host:port",
+// "https://...") or a bare "host:port" (http).
+func New(addr string, opts ...Option) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("client: empty address")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return nil, fmt.Errorf("client: address %q: %w", addr, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: address %q: want http://host:port or https://host:port", addr)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	c := &Client{base: u, http: &http.Client{Timeout: 0}, header: http.Header{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Addr is the base URL.
+func (c *Client) Addr() string { return c.base.String() }
+
+// Error is an error answered by the API.
+type Error struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is the API's stable error code (e.g. "not_found").
+	Code string
+	// Message is human-readable.
+	Message string
+	// Details holds structured context (field names, limits, ...).
+	Details map[string]any
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("hostd: %s (%d %s): %s", e.Code, e.Status, http.StatusText(e.Status), e.Message)
+}
+
+// HasCode reports whether err is an *Error with the given code.
+func HasCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// IsNotFound reports an API not_found error.
+func IsNotFound(err error) bool { return HasCode(err, "not_found") }
+
+// IsConflict reports an API conflict error.
+func IsConflict(err error) bool { return HasCode(err, "conflict") }
+
+// Do sends in (JSON-encoded unless nil) to method path (which may carry a
+// query) and decodes the JSON response into out (unless nil). A non-2xx
+// answer is returned as *Error.
+func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("client: encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.Raw(ctx, method, path, body, "application/json")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("client: decode %s %s response: %w", method, path, err)
+	}
+	return nil
+}
+
+// Raw sends a request and returns the response for the caller to read and
+// close (streams such as backups). A non-2xx answer is returned as *Error
+// (the body already consumed).
+func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
+	u := *c.base
+	rel, err := url.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("client: path %q: %w", path, err)
+	}
+	u.Path = c.base.Path + rel.Path
+	u.RawQuery = rel.RawQuery
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	for k, vs := range c.header {
+		req.Header[k] = vs
+	}
+	if body != nil && contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s %s: %w", method, u.Redacted(), err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var env struct {
+		Error *struct {
+			Code    string         `json:"code"`
+			Message string         `json:"message"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Code != "" {
+		return &Error{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
+	}
+	msg := strings.TrimSpace(string(b))
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	if msg == "" {
+		msg = http.StatusText(resp.StatusCode)
+	}
+	return &Error{Status: resp.StatusCode, Code: "http_" + fmt.Sprint(resp.StatusCode), Message: msg}
+}
+
+// Version is GET /v1/version.
+type Version struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	BuildDate string `json:"build_date,omitempty"`
+	GoVersion string `json:"go_version"`
+}
+
+// Version returns the daemon's version.
+func (c *Client) Version(ctx context.Context) (*Version, error) {
+	var v Version
+	if err := c.Do(ctx, http.MethodGet, "/v1/version", nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// Health calls GET /healthz; nil means the daemon is alive.
+func (c *Client) Health(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Ready calls GET /readyz; nil means ready, else an *Error whose Details
+// name what is still pending.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.Do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+// WaitReady polls /readyz until ready or ctx ends.
+func (c *Client) WaitReady(ctx context.Context, every time.Duration) error {
+	for {
+		err := c.Ready(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: not ready: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(every):
+		}
+	}
+}
+
+// Page is the pagination of a list call.
+type Page struct {
+	Limit int    // 0 = server default (100)
+	Token string // from the previous response's NextPageToken
+}
+
+// Query appends limit and page_token to path.
+func (p Page) Query(path string) string {
+	q := url.Values{}
+	if p.Limit > 0 {
+		q.Set("limit", fmt.Sprint(p.Limit))
+	}
+	if p.Token != "" {
+		q.Set("page_token", p.Token)
+	}
+	if len(q) == 0 {
+		return path
+	}
+	sep := "?"
+	if strings.Contains(path, "?") {
+		sep = "&"
+	}
+	return path + sep + q.Encode()
+}
+
+// List is one page of a list response.
+type List[T any] struct {
+	Items         []T    `json:"items"`
+	NextPageToken string `json:"next_page_token"`
+}

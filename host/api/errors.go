@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error codes: stable strings that clients match on. docs/api.md lists them.
+// Add a code here (and to docs/api.md) rather than inventing one in a handler.
+const (
+	CodeInvalidArgument    = "invalid_argument"    // 400: malformed or invalid input
+	CodeUnauthenticated    = "unauthenticated"     // 401: missing or unknown token
+	CodePermissionDenied   = "permission_denied"   // 403: token's role is too weak
+	CodeNotFound           = "not_found"           // 404: no such route or resource
+	CodeMethodNotAllowed   = "method_not_allowed"  // 405
+	CodeTimeout            = "timeout"             // 408/504: the request timed out
+	CodeConflict           = "conflict"            // 409: state changed / already exists differently
+	CodeAlreadyExists      = "already_exists"      // 409: the resource exists
+	CodeFailedPrecondition = "failed_precondition" // 412: state does not allow the operation (e.g. stale fence)
+	CodeTooLarge           = "too_large"           // 413: body or batch too large
+	CodeUnsupportedMedia   = "unsupported_media"   // 415: not application/json
+	CodeResourceExhausted  = "resource_exhausted"  // 429: a quota or limit was hit
+	CodeCanceled           = "canceled"            // 499: the client went away
+	CodeInternal           = "internal"            // 500: a bug or an unexpected failure (logged)
+	CodeUnavailable        = "unavailable"         // 503: not ready, shutting down, or a dependency is down
+)
+
+// Error is the one error shape of the API. A handler returns it (or any
+// error wrapping it) and the server writes
+//
+//	{"error": {"code": "...", "message": "...", "details": {...}}}
+//
+// with Status as the HTTP status. Other errors go through the server's error
+// mappers (Server.MapErrors) and otherwise become 500 "internal" (logged,
+// message hidden from the client).
+type Error struct {
+	Status  int            `json:"-"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+	// Err is the underlying cause, logged but never sent to the client.
+	Err error `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// With returns a copy of e with one more detail.
+func (e *Error) With(key string, value any) *Error {
+	c := *e
+	c.Details = make(map[string]any, len(e.Details)+1)
+	for k, v := range e.Details {
+		c.Details[k] = v
+	}
+	c.Details[key] = value
+	return &c
+}
+
+// Wrap returns a copy of e with cause err (for logs).
+func (e *Error) Wrap(err error) *Error {
+	c := *e
+	c.Err = err
+	return &c
+}
+
+// Errorf builds an Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is 400 invalid_argument.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, CodeInvalidArgument, format, args...)
+}
+
+// InvalidField is 400 invalid_argument naming the offending field in
+// details.field.
+func InvalidField(field, format string, args ...any) *Error {
+	return BadRequest(format, args...).With("field", field)
+}
+
+// NotFound is 404 not_found.
+func NotFound(format string, args ...any) *Error {
+	return Errorf(http.StatusNotFound, CodeNotFound, format, args...)
+}
+
+// Conflict is 409 conflict.
+func Conflict(format string, args ...any) *Error {
+	return Errorf(http.StatusConflict, CodeConflict, format, args...)
+}
+
+// AlreadyExists is 409 already_exists.
+func AlreadyExists(format string, args ...any) *Error {
+	return Errorf(http.StatusConflict, CodeAlreadyExists, format, args...)
+}
+
+// FailedPrecondition is 412 failed_precondition.
+func FailedPrecondition(format string, args ...any) *Error {
+	return Errorf(http.StatusPreconditionFailed, CodeFailedPrecondition, format, args...)
+}
+
+// TooLarge is 413 too_large.
+func TooLarge(format string, args ...any) *Error {
+	return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, format, args...)
+}
+
+// ResourceExhausted is 429 resource_exhausted.
+func ResourceExhausted(format string, args ...any) *Error {
+	return Errorf(http.StatusTooManyRequests, CodeResourceExhausted, format, args...)
+}
+
+// Unauthenticated is 401 unauthenticated.
+func Unauthenticated(format string, args ...any) *Error {
+	return Errorf(http.StatusUnauthorized, CodeUnauthenticated, format, args...)
+}
+
+// PermissionDenied is 403 permission_denied.
+func PermissionDenied(format string, args ...any) *Error {
+	return Errorf(http.StatusForbidden, CodePermissionDenied, format, args...)
+}
+
+// Unavailable is 503 unavailable.
+func Unavailable(format string, args ...any) *Error {
+	return Errorf(http.StatusServiceUnavailable, CodeUnavailable, format, args...)
+}
+
+// Internal is 500 internal; cause is logged, not sent.
+func Internal(cause error) *Error {
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal,
+		Message: "internal error; see the hostd log", Err: cause}
+}
+
+// ErrorMapper turns a feature's errors into API errors; it returns nil for
+// errors it does not know. Register with Server.MapErrors.
+type ErrorMapper func(err error) *Error
+
+// toAPIError resolves err to the Error sent to the client.
+func (s *Server) toAPIError(err error) *Error {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	s.mu.RLock()
+	mappers := s.mappers
+	s.mu.RUnlock()
+	for _, m := range mappers {
+		if ae := m(err); ae != nil {
+			if ae.Err == nil {
+				ae = ae.Wrap(err)
+			}
+			return ae
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "the request did not finish within its timeout").Wrap(err)
+	case errors.Is(err, context.Canceled):
+		return Errorf(499, CodeCanceled, "the request was canceled").Wrap(err)
+	}
+	return Internal(err)
+}

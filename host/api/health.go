@@ -1,0 +1,40 @@
+package api
+
+import (
+	"net/http"
+	"runtime"
+)
+
+// registerBuiltins adds the routes every hostd has.
+func (s *Server) registerBuiltins() {
+	s.Handle("GET /healthz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
+		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.Handle("GET /readyz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
+		if s.closing.Load() {
+			return Unavailable("shutting down")
+		}
+		if s.opts.Ready != nil {
+			if waiting := s.opts.Ready(); len(waiting) > 0 {
+				return Unavailable("not ready: waiting for %d component(s)", len(waiting)).With("waiting", waiting)
+			}
+		}
+		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	if s.opts.Metrics != nil {
+		s.Handle("GET /metrics", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+			s.opts.Metrics.ServeHTTP(w, r)
+			return nil
+		})
+	}
+	v := s.opts.Version
+	if v.GoVersion == "" {
+		v.GoVersion = runtime.Version()
+	}
+	if v.Version == "" {
+		v.Version = "dev"
+	}
+	s.Handle("GET /v1/version", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		return WriteJSON(w, http.StatusOK, v)
+	})
+}

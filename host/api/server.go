@@ -1,0 +1,465 @@
+package api
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// HandlerFunc handles one API request. It writes a response and returns nil,
+// or returns an error (an *Error, or an error a registered ErrorMapper
+// knows, else it becomes 500 internal) without writing anything.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Options configure a Server. Zero durations and sizes take the defaults of
+// host/config (30s timeout, 4 MiB body, ...).
+type Options struct {
+	// Listen is the TCP address, e.g. "127.0.0.1:7070" or "127.0.0.1:0".
+	Listen string
+	// TLSCertFile and TLSKeyFile serve HTTPS when both are set.
+	TLSCertFile, TLSKeyFile string
+	// Tokens enable bearer-token auth; empty means no auth (then Listen
+	// must be a loopback address).
+	Tokens []Token
+	// RequestTimeout is the default deadline of a request's context.
+	RequestTimeout time.Duration
+	// MaxBodyBytes limits request bodies.
+	MaxBodyBytes int64
+	// ReadHeaderTimeout and IdleTimeout configure the http.Server.
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// Logger receives request and error logs. Default: discard.
+	Logger *slog.Logger
+	// TracerProvider makes one SERVER span per request (W3C traceparent
+	// from the caller is honored). Default: no-op.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records request metrics. Default: no-op.
+	MeterProvider metric.MeterProvider
+	// Metrics is served at GET /metrics (role read). Nil: no /metrics.
+	Metrics http.Handler
+	// Version is served at GET /v1/version.
+	Version VersionInfo
+	// Ready reports what is not ready yet; an empty result means ready.
+	// Nil means always ready. Served at GET /readyz.
+	Ready func() []string
+}
+
+// VersionInfo describes the running binary.
+type VersionInfo struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	BuildDate string `json:"build_date,omitempty"`
+	GoVersion string `json:"go_version"`
+}
+
+// ErrInsecureListen is returned by New for a non-loopback Listen address
+// without tokens.
+var ErrInsecureListen = errors.New("api: refusing to listen on a non-loopback address without tokens")
+
+// Route describes one registered operation (for docs and tests).
+type Route struct {
+	Method  string
+	Path    string
+	Role    Role
+	Pattern string
+}
+
+// RouteOption adjusts one route.
+type RouteOption func(*route)
+
+type route struct {
+	timeout time.Duration // <0: none
+}
+
+// WithTimeout overrides the request timeout of one route (e.g. a long poll).
+// d < 0 means no deadline (streams such as backups); the client's
+// disconnect still cancels the context.
+func WithTimeout(d time.Duration) RouteOption { return func(r *route) { r.timeout = d } }
+
+// Server is hostd's HTTP API. Features register routes with Handle before
+// Start; the server adds auth, limits, timeouts, tracing, metrics, panic
+// recovery and the error shape around every handler.
+type Server struct {
+	opts   Options
+	log    *slog.Logger
+	auth   *authenticator
+	mux    *http.ServeMux
+	tracer trace.Tracer
+	prop   propagation.TextMapPropagator
+
+	duration metric.Float64Histogram
+	inflight metric.Int64UpDownCounter
+
+	mu      sync.RWMutex
+	routes  []Route
+	mappers []ErrorMapper
+	started bool
+
+	srv      *http.Server
+	ln       net.Listener
+	serveErr chan error
+	closing  atomic.Bool
+}
+
+// New builds a Server and registers /healthz, /readyz, /metrics and
+// /v1/version.
+func New(opts Options) (*Server, error) {
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 30 * time.Second
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = 10 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if opts.MeterProvider == nil {
+		opts.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:7070"
+	}
+	host, _, err := net.SplitHostPort(opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("api: listen address %q: %w", opts.Listen, err)
+	}
+	if len(opts.Tokens) == 0 && !isLoopback(host) {
+		return nil, fmt.Errorf("%w %q: anyone who can reach it could read and change state; configure api.tokens or listen on 127.0.0.1", ErrInsecureListen, opts.Listen)
+	}
+	if (opts.TLSCertFile == "") != (opts.TLSKeyFile == "") {
+		return nil, errors.New("api: TLS needs both a certificate and a key file")
+	}
+	s := &Server{
+		opts:   opts,
+		log:    opts.Logger,
+		auth:   newAuthenticator(opts.Tokens),
+		mux:    http.NewServeMux(),
+		tracer: opts.TracerProvider.Tracer("github.com/hostd-dev/hostd/host/api"),
+		prop:   propagation.TraceContext{},
+	}
+	meter := opts.MeterProvider.Meter("github.com/hostd-dev/hostd/host/api")
+	s.duration, err = meter.Float64Histogram("http.server.request.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of HTTP API requests."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s.inflight, err = meter.Int64UpDownCounter("http.server.active_requests",
+		metric.WithUnit("{request}"), metric.WithDescription("HTTP API requests in flight."))
+	if err != nil {
+		return nil, fmt.Errorf("api: metrics: %w", err)
+	}
+	s.registerBuiltins()
+	return s, nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Handle registers h for pattern ("METHOD /v1/path/{name}", Go ServeMux
+// syntax; the method is required) requiring role. It panics on a malformed
+// or duplicate pattern, or after Start: those are programming errors found
+// by any test that builds the server.
+func (s *Server) Handle(pattern string, role Role, h HandlerFunc, opts ...RouteOption) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok || method == "" || !strings.HasPrefix(path, "/") {
+		panic(fmt.Sprintf("api: Handle(%q): pattern must be \"METHOD /path\"", pattern))
+	}
+	var rt route
+	for _, o := range opts {
+		o(&rt)
+	}
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		panic(fmt.Sprintf("api: Handle(%q) after Start", pattern))
+	}
+	s.routes = append(s.routes, Route{Method: method, Path: path, Role: role, Pattern: pattern})
+	s.mu.Unlock()
+	s.mux.Handle(pattern, s.wrap(pattern, role, rt, h))
+}
+
+// MapErrors registers a mapper from a feature's errors to API errors.
+// Mappers are tried in registration order for errors that are not *Error.
+func (s *Server) MapErrors(m ErrorMapper) {
+	s.mu.Lock()
+	s.mappers = append(s.mappers, m)
+	s.mu.Unlock()
+}
+
+// Routes returns the registered routes sorted by path then method.
+func (s *Server) Routes() []Route {
+	s.mu.RLock()
+	out := slices.Clone(s.routes)
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b Route) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Method, b.Method)
+	})
+	return out
+}
+
+// AuthEnabled reports whether tokens are required.
+func (s *Server) AuthEnabled() bool { return s.auth.enabled() }
+
+// ServeHTTP serves one request (the http.Server's handler; tests may call
+// it directly).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers 404 or 405 in the API's error shape.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		WriteError(w, Errorf(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+			"method %s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	WriteError(w, NotFound("no route %s %s", r.Method, r.URL.Path))
+}
+
+// Start binds the listen address and serves in the background. It returns
+// once the socket is bound (so Addr is valid), or the bind error.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("api: server already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("api: listen on %s: %w", s.opts.Listen, err)
+	}
+	if s.opts.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("api: load TLS certificate %s / key %s: %w", s.opts.TLSCertFile, s.opts.TLSKeyFile, err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	s.ln = ln
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.serveErr = make(chan error, 1)
+	go func() {
+		err := s.srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.serveErr <- err
+	}()
+	s.log.Info("api listening", "addr", ln.Addr().String(), "tls", s.opts.TLSCertFile != "", "auth", s.auth.enabled())
+	return nil
+}
+
+// Addr is the bound address (after Start), e.g. to learn port 0's port.
+func (s *Server) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// URL is the base URL of the bound server, e.g. "http://127.0.0.1:7070".
+func (s *Server) URL() string {
+	if s.ln == nil {
+		return ""
+	}
+	scheme := "http"
+	if s.opts.TLSCertFile != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + s.ln.Addr().String()
+}
+
+// Shutdown stops accepting connections and waits, until ctx ends, for
+// in-flight requests to finish; then it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		_ = s.srv.Close()
+	}
+	if serr := <-s.serveErr; serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// statusWriter records the status and whether anything was written.
+type statusWriter struct {
+	http.ResponseWriter
+	status  int
+	written bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.written {
+		w.status, w.written = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.written {
+		w.status, w.written = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush forwards to the underlying writer (streaming responses).
+func (w *statusWriter) Flush() {
+	if !w.written {
+		w.status, w.written = http.StatusOK, true
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// wrap puts the middleware around one route: span, metrics, panic recovery,
+// body limit, deadline, auth, error writing, logging.
+func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.Handler {
+	timeout := s.opts.RequestTimeout
+	if rt.timeout != 0 {
+		timeout = rt.timeout
+	}
+	method, path, _ := strings.Cut(pattern, " ")
+	routeAttrs := []attribute.KeyValue{
+		attribute.String("http.request.method", method),
+		attribute.String("http.route", path),
+	}
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(routeAttrs...))
+		defer span.End()
+		s.inflight.Add(ctx, 1, metric.WithAttributes(routeAttrs...))
+		defer s.inflight.Add(ctx, -1, metric.WithAttributes(routeAttrs...))
+
+		w := &statusWriter{ResponseWriter: rw}
+		var principal Principal
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				err := fmt.Errorf("panic: %v", v)
+				s.log.Error("api handler panicked", "route", pattern, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "panic")
+				if !w.written {
+					WriteError(w, Internal(err))
+				}
+			}
+			status := w.status
+			if !w.written {
+				status = http.StatusOK
+			}
+			attrs := append(slices.Clone(routeAttrs), attribute.Int("http.response.status_code", status))
+			span.SetAttributes(attribute.Int("http.response.status_code", status))
+			s.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+			lvl := slog.LevelDebug
+			if status >= 500 {
+				lvl = slog.LevelWarn
+			}
+			s.log.Log(ctx, lvl, "api request", "method", r.Method, "path", r.URL.Path, "route", path,
+				"status", status, "duration", time.Since(start), "principal", principal.Name)
+		}()
+
+		p, aerr := s.auth.authorize(r, role)
+		if aerr != nil {
+			span.SetStatus(codes.Error, aerr.Code)
+			WriteError(w, aerr)
+			return
+		}
+		principal = p
+		ctx = context.WithValue(ctx, principalKey{}, p)
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
+		}
+		if err := h(w, r.WithContext(ctx)); err != nil {
+			ae := s.toAPIError(err)
+			if ae.Status >= 500 {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, ae.Code)
+				s.log.Error("api request failed", "route", pattern, "code", ae.Code, "err", err)
+			}
+			if w.written {
+				s.log.Warn("api handler returned an error after writing a response", "route", pattern, "err", err)
+				return
+			}
+			WriteError(w, ae)
+		}
+	})
+}

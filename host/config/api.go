@@ -1,0 +1,127 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+)
+
+// API configures the HTTP API server.
+type API struct {
+	// Listen is the TCP address of the API. Default "127.0.0.1:7070".
+	// A non-loopback address requires at least one token in Tokens.
+	Listen string `koanf:"listen"`
+	// TLS serves HTTPS when both files are set. Default: off.
+	TLS TLS `koanf:"tls"`
+	// Tokens are the bearer tokens accepted by the API, each with a role.
+	// Default: none, which disables authentication (loopback only).
+	Tokens []Token `koanf:"tokens"`
+	// RequestTimeout bounds every request's handling. Default 30s.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
+	// MaxBodyBytes is the largest request body accepted. Default 4MiB.
+	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+	// ReadHeaderTimeout bounds reading request headers. Default 10s.
+	ReadHeaderTimeout time.Duration `koanf:"read_header_timeout"`
+	// IdleTimeout closes idle keep-alive connections. Default 2m.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// ShutdownTimeout is how long a graceful shutdown waits for in-flight
+	// requests before closing connections. Default 30s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+}
+
+// TLS names a certificate and key in PEM files.
+type TLS struct {
+	// CertFile is the PEM certificate (chain). Default "" (no TLS).
+	CertFile string `koanf:"cert_file"`
+	// KeyFile is the PEM private key. Default "" (no TLS).
+	KeyFile string `koanf:"key_file"`
+}
+
+// Enabled reports whether TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Token is one bearer token.
+type Token struct {
+	// Name identifies the token in logs and audit records (never the
+	// secret). Required.
+	Name string `koanf:"name"`
+	// Token is the secret sent as "Authorization: Bearer <token>".
+	// At least 16 characters. Required.
+	Token string `koanf:"token"`
+	// Role is read, write or admin. Required.
+	Role string `koanf:"role"`
+}
+
+// Roles are the token roles, weakest first.
+var Roles = []string{"read", "write", "admin"}
+
+// MinTokenLength is the shortest token secret accepted.
+const MinTokenLength = 16
+
+func defaultAPI() API {
+	return API{
+		Listen:            "127.0.0.1:7070",
+		RequestTimeout:    30 * time.Second,
+		MaxBodyBytes:      4 << 20,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ShutdownTimeout:   30 * time.Second,
+	}
+}
+
+func (a *API) validate(p *problems) {
+	if host, port, err := net.SplitHostPort(a.Listen); err != nil {
+		p.addOnce("api.listen", "must be host:port (e.g. 127.0.0.1:7070), got %q: %v", a.Listen, err)
+	} else if port == "" {
+		p.addOnce("api.listen", "missing port in %q", a.Listen)
+	} else if !IsLoopback(host) && len(a.Tokens) == 0 {
+		p.addOnce("api.listen", "%q is not a loopback address and no api.tokens are configured: "+
+			"anyone who can reach it could read and change state; add tokens or listen on 127.0.0.1", a.Listen)
+	}
+	if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") {
+		p.addOnce("api.tls", "cert_file and key_file must be set together")
+	}
+	names := map[string]bool{}
+	secrets := map[string]bool{}
+	for i, t := range a.Tokens {
+		key := fmt.Sprintf("api.tokens[%d]", i)
+		if t.Name == "" {
+			p.addOnce(key+".name", "required")
+		} else if names[t.Name] {
+			p.addOnce(key+".name", "duplicate token name %q", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Token) < MinTokenLength {
+			p.addOnce(key+".token", "must be at least %d characters", MinTokenLength)
+		} else if secrets[t.Token] {
+			p.addOnce(key+".token", "same secret as an earlier token")
+		}
+		secrets[t.Token] = true
+		p.oneOf(key+".role", t.Role, Roles...)
+	}
+	positive(p, "api.request_timeout", a.RequestTimeout)
+	positive(p, "api.read_header_timeout", a.ReadHeaderTimeout)
+	positive(p, "api.idle_timeout", a.IdleTimeout)
+	positive(p, "api.shutdown_timeout", a.ShutdownTimeout)
+	if a.MaxBodyBytes < 1<<10 {
+		p.addOnce("api.max_body_bytes", "must be at least 1KiB, got %s", a.MaxBodyBytes)
+	}
+}
+
+// IsLoopback reports whether host (from host:port) names only the loopback
+// interface. An empty host or an unspecified address (0.0.0.0, ::) listens
+// on every interface and is not loopback.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func positive(p *problems, key string, d time.Duration) {
+	if d <= 0 {
+		p.addOnce(key, "must be a positive duration like \"30s\", got %s", d)
+	}
+}

@@ -1,0 +1,150 @@
+package telemetry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/host/config"
+)
+
+// Options are what New needs besides the telemetry config.
+type Options struct {
+	// ServiceVersion is the service.version resource attribute.
+	ServiceVersion string
+	// DataDir is the data directory (for exporters that write files);
+	// empty with an in-memory catalog.
+	DataDir string
+	// Logger receives exporter errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Providers are the telemetry of one hostd start. Close them with Shutdown.
+type Providers struct {
+	// TracerProvider makes spans; pass it to every component.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes instruments; pass it to every component.
+	MeterProvider metric.MeterProvider
+	// Metrics serves the Prometheus text format (nil when disabled).
+	Metrics http.Handler
+	// InstanceID is this start's service.instance.id.
+	InstanceID string
+	// Resource describes this process (service.name, instance id, ...).
+	Resource *resource.Resource
+
+	shutdown []func(context.Context) error
+}
+
+// New builds the providers described by cfg.
+func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Providers, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	id, err := newInstanceID()
+	if err != nil {
+		return nil, err
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("service.name", cfg.ServiceName),
+		attribute.String("service.instance.id", id),
+	}
+	if opts.ServiceVersion != "" {
+		attrs = append(attrs, attribute.String("service.version", opts.ServiceVersion))
+	}
+	res := resource.NewSchemaless(attrs...)
+	p := &Providers{InstanceID: id, Resource: res}
+
+	tp, err := newTracerProvider(ctx, cfg.Traces, res, ExporterEnv{DataDir: opts.DataDir, Logger: opts.Logger, Resource: res})
+	if err != nil {
+		return nil, err
+	}
+	p.TracerProvider = tp
+	p.shutdown = append(p.shutdown, tp.Shutdown)
+
+	if cfg.Metrics.Prometheus {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+		if err != nil {
+			_ = p.Shutdown(ctx)
+			return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+		}
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res))
+		p.MeterProvider = mp
+		p.shutdown = append(p.shutdown, mp.Shutdown)
+		p.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		})
+	} else {
+		p.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	return p, nil
+}
+
+// Shutdown flushes and stops the providers (last spans are exported).
+func (p *Providers) Shutdown(ctx context.Context) error {
+	var errs []error
+	for i := len(p.shutdown) - 1; i >= 0; i-- {
+		if err := p.shutdown[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.shutdown = nil
+	return errors.Join(errs...)
+}
+
+func newTracerProvider(ctx context.Context, cfg config.Traces, res *resource.Resource, env ExporterEnv) (*sdktrace.TracerProvider, error) {
+	var root sdktrace.Sampler
+	switch cfg.Sampler {
+	case "always_on", "":
+		root = sdktrace.AlwaysSample()
+	case "always_off":
+		root = sdktrace.NeverSample()
+	case "ratio":
+		root = sdktrace.TraceIDRatioBased(cfg.SamplerRatio)
+	default:
+		return nil, fmt.Errorf("telemetry: unknown sampler %q", cfg.Sampler)
+	}
+	opts := []sdktrace.TracerProviderOption{
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.ParentBased(root)),
+	}
+	f, ok := traceExporters[cfg.Exporter]
+	if !ok {
+		return nil, fmt.Errorf("telemetry: unknown trace exporter %q (known: %s)", cfg.Exporter, strings.Join(ExporterNames(), ", "))
+	}
+	sp, err := f(ctx, cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: trace exporter %s: %w", cfg.Exporter, err)
+	}
+	if sp != nil {
+		opts = append(opts, sdktrace.WithSpanProcessor(sp))
+	}
+	return sdktrace.NewTracerProvider(opts...), nil
+}
+
+func newInstanceID() (string, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		return "", fmt.Errorf("telemetry: instance id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
