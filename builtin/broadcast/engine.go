@@ -1,0 +1,866 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/failpoint"
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+// Engine is the broadcast engine. Create it with New, register built-ins,
+// Start it (recovery), then Submit. Safe for concurrent use.
+type Engine struct {
+	o      Options
+	log    *slog.Logger
+	tracer trace.Tracer
+	m      *metrics
+
+	builtins map[string]builtin
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	tasks   map[uint64]*task
+	index   map[string]*idemEntry // idempotency index
+	byState map[State]int
+
+	gcMu sync.Mutex // serializes GC and Retry
+
+	idMu          sync.Mutex
+	idNext, idEnd uint64
+
+	appendCh chan *appendReq
+
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // drivers, loops
+	gcKick chan struct{}
+}
+
+type builtin struct {
+	h    Handler
+	opts TypeOptions
+}
+
+// idEntry is one idempotency-index slot: a reservation (task == nil,
+// reserved open) or the task that owns the key.
+type idemEntry struct {
+	task     *task
+	reserved chan struct{} // closed when the reservation resolves
+}
+
+// task is the in-memory state of one broadcast. Guarded by mu.
+type task struct {
+	tid uint64 // == rec.ID, immutable (readable without mu)
+	typ string // == rec.Message.Type, immutable
+
+	mu   sync.Mutex
+	rec  taskRecord
+	cps  map[string]cpRecord // vchannel → checkpoint
+	acks map[string]bool     // explicit acks (AckSyncUp)
+
+	appendAttempts map[string]int
+	appendErrs     map[string]string
+
+	handler Handler
+	opts    TypeOptions
+	guard   Guard
+
+	done     chan struct{} // closed when the current run finishes
+	appended chan struct{} // closed when every vchannel has a checkpoint
+	wake     chan struct{} // ack arrived (cap 1)
+	cancel   context.CancelFunc
+	exited   chan struct{} // closed when the driver goroutine returns
+
+	recovered   bool
+	recoverLink trace.SpanContext
+	started     time.Time // for latency
+}
+
+// New validates o and builds an engine. Register built-ins, then Start.
+func New(o Options) (*Engine, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		o:        o,
+		log:      o.Logger.With("component", "broadcast"),
+		tracer:   o.TracerProvider.Tracer("github.com/hostd-dev/hostd/builtin/broadcast"),
+		builtins: map[string]builtin{},
+		tasks:    map[uint64]*task{},
+		index:    map[string]*idemEntry{},
+		byState:  map[State]int{},
+		appendCh: make(chan *appendReq, 1024),
+		ctx:      ctx,
+		cancel:   cancel,
+		gcKick:   make(chan struct{}, 1),
+	}
+	m, err := newMetrics(o.MeterProvider, e)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	e.m = m
+	return e, nil
+}
+
+// Register adds a built-in message type (before Start). A built-in wins
+// over a plugin type of the same name.
+func (e *Engine) Register(msgType string, h Handler, opts TypeOptions) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return fmt.Errorf("broadcast: Register(%q) after Start", msgType)
+	}
+	if msgType == "" || h == nil {
+		return fmt.Errorf("%w: built-in needs a type name and a handler", ErrInvalidRequest)
+	}
+	if _, dup := e.builtins[msgType]; dup {
+		return fmt.Errorf("broadcast: built-in type %q registered twice", msgType)
+	}
+	e.builtins[msgType] = builtin{h, opts}
+	return nil
+}
+
+// lookup finds the handler of msgType (nil handler with ok=true when the
+// type is unhandled but allowed).
+func (e *Engine) lookup(msgType string) (Handler, TypeOptions, error) {
+	if b, ok := e.builtins[msgType]; ok {
+		return b.h, b.opts, nil
+	}
+	if e.o.Handlers != nil {
+		if h, opts, ok := e.o.Handlers.Lookup(msgType); ok {
+			return h, opts, nil
+		}
+	}
+	if e.o.AllowUnhandled {
+		return nil, TypeOptions{}, nil
+	}
+	return nil, TypeOptions{}, fmt.Errorf("%w: %q (no built-in or plugin registered it)", ErrUnknownType, msgType)
+}
+
+// ---- Submit: steps 1–4 ----
+
+// Submit runs a broadcast. It returns when req.Wait is reached (default
+// done), or when ctx ends: then an original request gets its ID with state
+// PENDING and the context's error, a duplicate gets only the error.
+//
+// Errors: ErrInvalidRequest, ErrUnknownType, ErrUnknownVChannel,
+// ErrKeyTooLong, ErrTooLarge, *RejectedError (ErrRejected), ErrClosed, ctx
+// errors, catalog errors.
+func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
+	e.mu.Lock()
+	closed, started := e.closed, e.started
+	e.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !started {
+		return nil, fmt.Errorf("broadcast: engine not started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.ctx, cancel) // Close ends waits and lock waits
+	defer stop()
+	msg, vcs, err := e.normalize(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	h, topts, err := e.lookup(msg.Type)
+	if err != nil {
+		return nil, err
+	}
+	keys := slices.Clone(req.ResourceKeys)
+	if h != nil {
+		tk, err := h.ResourceKeys(ctx, &msg)
+		if err != nil {
+			return nil, &RejectedError{Type: msg.Type, Err: fmt.Errorf("resource keys: %w", err)}
+		}
+		keys = append(keys, tk...)
+	}
+	keys = withClusterKey(keys)
+	ackSync := topts.AckSyncUp
+	if req.AckSyncUp != nil {
+		ackSync = *req.AckSyncUp
+	}
+	wait := req.Wait
+	if wait == "" {
+		wait = WaitDone
+	}
+	ik := ""
+	if req.IdempotencyKey != "" {
+		ik = idemIndexKey(msg.Type, req.Scope, req.IdempotencyKey)
+	}
+	for {
+		guard, err := e.o.Locker.Lock(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		var mine *idemEntry
+		if ik != "" {
+			e.mu.Lock()
+			ent := e.index[ik]
+			switch {
+			case ent == nil:
+				if len(req.IdempotencyKey) > e.o.MaxKeyLen {
+					e.mu.Unlock()
+					guard.Release()
+					return nil, fmt.Errorf("%w: %d bytes, max %d", ErrKeyTooLong, len(req.IdempotencyKey), e.o.MaxKeyLen)
+				}
+				mine = &idemEntry{reserved: make(chan struct{})}
+				e.index[ik] = mine
+				e.mu.Unlock()
+			case ent.task != nil:
+				t := ent.task
+				e.mu.Unlock()
+				guard.Release()
+				return e.wait(ctx, t, wait, true)
+			default:
+				ch := ent.reserved
+				e.mu.Unlock()
+				guard.Release()
+				select {
+				case <-ch:
+					continue // the reservation resolved: look again
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+		} else if len(req.IdempotencyKey) > e.o.MaxKeyLen {
+			guard.Release()
+			return nil, ErrKeyTooLong
+		}
+		t, err := e.create(ctx, &msg, vcs, keys, req, ackSync, h, topts, guard)
+		if err != nil {
+			guard.Release()
+			if mine != nil {
+				e.mu.Lock()
+				delete(e.index, ik)
+				close(mine.reserved)
+				e.mu.Unlock()
+			}
+			return nil, err
+		}
+		e.mu.Lock()
+		if e.closed { // raced with Close: the task is persisted and resumes at next start
+			e.mu.Unlock()
+			guard.Release()
+			return &Result{ID: t.tid, State: StatePending}, ErrClosed
+		}
+		e.tasks[t.tid] = t
+		e.byState[StatePending]++
+		if mine != nil {
+			mine.task = t
+			close(mine.reserved)
+		}
+		e.startDriver(t)
+		e.mu.Unlock()
+		return e.wait(ctx, t, wait, false)
+	}
+}
+
+// normalize checks the request and returns the message and the sorted,
+// de-duplicated vchannels (control channel included).
+func (e *Engine) normalize(ctx context.Context, req *Request) (Message, []string, error) {
+	if req == nil {
+		return Message{}, nil, fmt.Errorf("%w: nil request", ErrInvalidRequest)
+	}
+	msg := req.Message
+	if msg.Type == "" {
+		return msg, nil, fmt.Errorf("%w: message type is empty", ErrInvalidRequest)
+	}
+	if len(msg.Type) > 256 {
+		return msg, nil, fmt.Errorf("%w: message type longer than 256 bytes", ErrInvalidRequest)
+	}
+	if len(msg.Payload) > e.o.MaxPayload {
+		return msg, nil, fmt.Errorf("%w: payload %d bytes, max %d", ErrTooLarge, len(msg.Payload), e.o.MaxPayload)
+	}
+	for k := range msg.Properties {
+		if k == HeaderBroadcastID || k == HeaderMessageType || k == headerEpoch {
+			return msg, nil, fmt.Errorf("%w: property %q is reserved", ErrInvalidRequest, k)
+		}
+	}
+	switch req.Scope.Kind {
+	case "", "cluster":
+		if req.Scope.ID != "" {
+			return msg, nil, fmt.Errorf("%w: cluster scope takes no id", ErrInvalidRequest)
+		}
+	case "database", "collection":
+		if req.Scope.ID == "" {
+			return msg, nil, fmt.Errorf("%w: %s scope needs an id", ErrInvalidRequest, req.Scope.Kind)
+		}
+	default:
+		return msg, nil, fmt.Errorf("%w: unknown idempotency scope %q (cluster, database, collection)", ErrInvalidRequest, req.Scope.Kind)
+	}
+	switch req.Wait {
+	case "", WaitDone, WaitAppended, WaitPersisted:
+	default:
+		return msg, nil, fmt.Errorf("%w: wait must be done, appended or persisted (got %q)", ErrInvalidRequest, req.Wait)
+	}
+	for i, k := range req.ResourceKeys {
+		if k.Domain == "" || k.Key == "" {
+			return msg, nil, fmt.Errorf("%w: resource key #%d: empty domain or key", ErrInvalidRequest, i)
+		}
+		if len(k.Domain) > 256 || len(k.Key) > 512 {
+			return msg, nil, fmt.Errorf("%w: resource key #%d too long", ErrInvalidRequest, i)
+		}
+		if k.Mode != abi.Shared && k.Mode != abi.Exclusive {
+			return msg, nil, fmt.Errorf("%w: resource key #%d: unknown mode %d", ErrInvalidRequest, i, k.Mode)
+		}
+	}
+	if len(req.VChannels) > e.o.MaxVChannels {
+		return msg, nil, fmt.Errorf("%w: %d vchannels, max %d", ErrInvalidRequest, len(req.VChannels), e.o.MaxVChannels)
+	}
+	set := map[string]bool{ControlChannel: true}
+	for _, vc := range req.VChannels {
+		if vc == "" {
+			return msg, nil, fmt.Errorf("%w: empty vchannel name", ErrInvalidRequest)
+		}
+		set[vc] = true
+	}
+	vcs := make([]string, 0, len(set))
+	for vc := range set {
+		vcs = append(vcs, vc)
+	}
+	sort.Strings(vcs)
+	for _, vc := range vcs {
+		if err := e.o.Channels.Check(ctx, vc); err != nil {
+			return msg, nil, err
+		}
+	}
+	return msg, vcs, nil
+}
+
+// withClusterKey adds a shared cluster key unless a cluster-domain key is
+// present.
+func withClusterKey(keys []abi.ResourceKey) []abi.ResourceKey {
+	for _, k := range keys {
+		if k.Domain == abi.DomainCluster {
+			return keys
+		}
+	}
+	return append(keys, abi.ResourceKey{Domain: abi.DomainCluster, Key: "cluster", Mode: abi.Shared})
+}
+
+// create validates (step 3), allocates the ID and persists PENDING (step 4).
+func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []abi.ResourceKey,
+	req *Request, ackSync bool, h Handler, topts TypeOptions, guard Guard) (*task, error) {
+	if h != nil {
+		err := e.o.Store.View(ctx, func(r catalog.Reader) error { return h.Validate(ctx, msg, r) })
+		if err != nil {
+			return nil, &RejectedError{Type: msg.Type, Err: err}
+		}
+	}
+	id, err := e.nextID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: allocate id: %w", err)
+	}
+	now := e.o.Clock.Now()
+	ctx, span := e.tracer.Start(ctx, "create broadcast",
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "hostd"),
+			attribute.String("messaging.operation.type", "create"),
+			attribute.String("messaging.message.id", strconv.FormatUint(id, 10)),
+			attribute.Int64("hostd.broadcast.id", int64(id)),
+			attribute.String("hostd.message.type", msg.Type),
+		))
+	defer span.End()
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	t := &task{
+		rec: taskRecord{
+			ID: id, State: StatePending, Message: *msg, VChannels: vcs, Keys: keys,
+			IdemKey: req.IdempotencyKey, Scope: req.Scope, AckSyncUp: ackSync,
+			Trace: map[string]string(carrier), CreatedAt: now,
+		},
+		handler: h, opts: topts, guard: guard, started: now,
+	}
+	t.init()
+	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(id), Value: mustJSON(&t.rec)}}}); err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("broadcast: persist task %d: %w", id, err)
+	}
+	failpoint.Hit("broadcast.after-persist")
+	return t, nil
+}
+
+func (t *task) init() {
+	t.tid, t.typ = t.rec.ID, t.rec.Message.Type
+	if t.cps == nil {
+		t.cps = map[string]cpRecord{}
+	}
+	if t.acks == nil {
+		t.acks = map[string]bool{}
+	}
+	t.appendAttempts = map[string]int{}
+	t.appendErrs = map[string]string{}
+	t.done = make(chan struct{})
+	t.appended = make(chan struct{})
+	t.wake = make(chan struct{}, 1)
+	if t.rec.State.Finished() {
+		close(t.done)
+	}
+	if t.allAppendedLocked() {
+		close(t.appended)
+	}
+}
+
+func (t *task) allAppendedLocked() bool {
+	for _, vc := range t.rec.VChannels {
+		if cp, ok := t.cps[vc]; !ok || (vc == ControlChannel && cp.Epoch != t.rec.Epoch) {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *task) missingAcksLocked() []string {
+	var miss []string
+	for _, vc := range t.rec.VChannels {
+		_, appended := t.cps[vc]
+		switch {
+		case !appended:
+			miss = append(miss, vc)
+		case vc == ControlChannel || !t.rec.AckSyncUp:
+		case !t.acks[vc]:
+			miss = append(miss, vc)
+		}
+	}
+	return miss
+}
+
+func (e *Engine) nextID(ctx context.Context) (uint64, error) {
+	e.idMu.Lock()
+	defer e.idMu.Unlock()
+	if e.idNext >= e.idEnd {
+		first, err := e.o.Store.NextSequence(ctx, seqName, idBlock)
+		if err != nil {
+			return 0, err
+		}
+		if first == 0 { // keep 0 free: it means "none" in filters
+			first = 1
+		}
+		e.idNext, e.idEnd = first, first+idBlock
+		if e.idEnd < first { // overflow; cannot happen in practice
+			return 0, errors.New("broadcast: id sequence exhausted")
+		}
+	}
+	id := e.idNext
+	e.idNext++
+	return id, nil
+}
+
+// wait blocks until the task reaches w or ctx ends.
+func (e *Engine) wait(ctx context.Context, t *task, w Wait, dup bool) (*Result, error) {
+	t.mu.Lock()
+	done, appended := t.done, t.appended
+	t.mu.Unlock()
+	var ch <-chan struct{}
+	switch w {
+	case WaitPersisted:
+	case WaitAppended:
+		ch = appended
+	default:
+		ch = done
+	}
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-done:
+		case <-ctx.Done():
+			if dup {
+				return nil, ctx.Err()
+			}
+			return &Result{ID: t.id(), State: StatePending}, ctx.Err()
+		case <-e.ctx.Done():
+			if dup {
+				return nil, ErrClosed
+			}
+			return &Result{ID: t.id(), State: StatePending}, ErrClosed
+		}
+	}
+	r := t.result()
+	r.Duplicate = dup
+	return r, nil
+}
+
+func (t *task) id() uint64 { return t.tid }
+
+func (t *task) result() *Result {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &Result{ID: t.rec.ID, State: t.rec.State}
+	if t.rec.State == StateFailed {
+		r.Error = t.rec.LastError
+	}
+	for _, vc := range t.rec.VChannels {
+		if cp, ok := t.cps[vc]; ok {
+			r.Appends = append(r.Appends, cp.Checkpoint)
+		}
+	}
+	return r
+}
+
+// ---- the task driver: steps 5–8 ----
+
+const headerEpoch = "hostd.broadcast.epoch"
+
+func (e *Engine) startDriver(t *task) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	t.mu.Lock()
+	t.cancel = cancel
+	t.exited = make(chan struct{})
+	exited := t.exited
+	t.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer close(exited)
+		defer cancel()
+		e.drive(ctx, t)
+	}()
+}
+
+// parentContext is the persisted `create` span context (a remote parent);
+// a missing or garbled carrier gives a new root.
+func (t *task) parentContext() context.Context {
+	return propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(t.rec.Trace))
+}
+
+func (e *Engine) drive(ctx context.Context, t *task) {
+	if !e.appendAll(ctx, t) {
+		return
+	}
+	if !e.waitAcks(ctx, t) {
+		return
+	}
+	failpoint.Hit("broadcast.after-acks")
+	e.callback(ctx, t)
+}
+
+type appendResult struct {
+	vc  string
+	out AppendOutcome
+}
+
+// appendAll appends every vchannel without a checkpoint, retrying each
+// failed vchannel on its own with backoff. False if ctx ended.
+func (e *Engine) appendAll(ctx context.Context, t *task) bool {
+	t.mu.Lock()
+	var todo []string
+	for _, vc := range t.rec.VChannels {
+		if cp, ok := t.cps[vc]; !ok || (vc == ControlChannel && cp.Epoch != t.rec.Epoch) {
+			todo = append(todo, vc)
+		}
+	}
+	t.mu.Unlock()
+	if len(todo) == 0 {
+		return true
+	}
+	parent := t.parentContext()
+	results := make(chan appendResult, len(todo))
+	pending := len(todo)
+	for _, vc := range todo {
+		e.sendAppend(ctx, parent, t, vc, results)
+	}
+	for pending > 0 {
+		select {
+		case r := <-results:
+			if r.out.Err == nil {
+				pending--
+				continue
+			}
+			t.mu.Lock()
+			n := t.appendAttempts[r.vc]
+			t.mu.Unlock()
+			d := backoff(n)
+			vc := r.vc
+			go func() {
+				select {
+				case <-e.o.Clock.After(d):
+					e.sendAppend(ctx, parent, t, vc, results)
+				case <-ctx.Done():
+				}
+			}()
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// sendAppend starts one append attempt of vc (span + request to the append
+// loop). The result arrives on results.
+func (e *Engine) sendAppend(ctx, parent context.Context, t *task, vc string, results chan<- appendResult) {
+	t.mu.Lock()
+	t.appendAttempts[vc]++
+	attempt := t.appendAttempts[vc]
+	if cp, ok := t.cps[vc]; ok && attempt <= cp.Attempts {
+		attempt = cp.Attempts + 1
+		t.appendAttempts[vc] = attempt
+	}
+	props := make(map[string]string, len(t.rec.Message.Properties)+3)
+	for k, v := range t.rec.Message.Properties {
+		props[k] = v
+	}
+	props[HeaderBroadcastID] = strconv.FormatUint(t.rec.ID, 10)
+	props[HeaderMessageType] = t.rec.Message.Type
+	if t.rec.Epoch > 0 {
+		props[headerEpoch] = strconv.Itoa(t.rec.Epoch)
+	}
+	entry := AppendEntry{VChannel: vc, Payload: t.rec.Message.Payload, Properties: props}
+	epoch := t.rec.Epoch
+	t.mu.Unlock()
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(e.spanAttrs(t, "send", attempt)...),
+		trace.WithAttributes(attribute.String("messaging.destination.name", vc)),
+	}
+	if t.recovered {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
+	}
+	_, span := e.tracer.Start(parent, "send "+vc, opts...)
+	e.m.appendAttempts.Add(ctx, 1)
+	req := &appendReq{t: t, entry: entry, attempt: attempt, epoch: epoch, span: span, results: results}
+	select {
+	case e.appendCh <- req:
+	case <-ctx.Done():
+		span.End()
+	}
+}
+
+func (e *Engine) spanAttrs(t *task, op string, attempt int) []attribute.KeyValue {
+	return []attribute.KeyValue{
+		attribute.String("messaging.system", "hostd"),
+		attribute.String("messaging.operation.type", op),
+		attribute.String("messaging.message.id", strconv.FormatUint(t.tid, 10)),
+		attribute.Int64("hostd.broadcast.id", int64(t.tid)),
+		attribute.String("hostd.message.type", t.typ),
+		attribute.Int("hostd.attempt", attempt),
+		attribute.Bool("hostd.recovered", t.recovered),
+	}
+}
+
+// waitAcks blocks until every vchannel is acked. False if ctx ended.
+func (e *Engine) waitAcks(ctx context.Context, t *task) bool {
+	for {
+		t.mu.Lock()
+		miss := len(t.missingAcksLocked())
+		t.mu.Unlock()
+		if miss == 0 {
+			return true
+		}
+		select {
+		case <-t.wake:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// callback runs the ack callback until it succeeds (TOMBSTONE) or fails
+// for good (FAILED), or ctx ends.
+func (e *Engine) callback(ctx context.Context, t *task) {
+	parent := t.parentContext()
+	retries := 0 // consecutive non-attempt retries (commit errors)
+	for {
+		t.mu.Lock()
+		attempt := t.rec.Attempts + 1
+		call := &AckCall{BroadcastID: t.rec.ID, Message: t.rec.Message, Attempt: attempt, Recovered: t.recovered}
+		for _, vc := range t.rec.VChannels {
+			call.Appends = append(call.Appends, t.cps[vc].Checkpoint)
+		}
+		t.mu.Unlock()
+		opts := []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(e.spanAttrs(t, "process", attempt)...),
+		}
+		if t.recovered {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
+		}
+		sctx, span := e.tracer.Start(parent, "process broadcast", opts...)
+		e.m.callbackAttempts.Add(ctx, 1)
+		var res AckResult
+		var err error
+		if t.handler != nil {
+			res, err = e.safeAck(sctx, t.handler, call)
+		}
+		if ctx.Err() != nil {
+			span.SetStatus(codes.Error, "engine stopped")
+			span.End()
+			return
+		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.End()
+			e.m.callbackFailures.Add(ctx, 1)
+			if !e.callbackFailed(ctx, t, attempt, err) {
+				return
+			}
+			continue
+		}
+		failpoint.Hit("broadcast.mid-callback")
+		now := e.o.Clock.Now()
+		t.mu.Lock()
+		rec := t.rec
+		rec.State = StateTombstone
+		rec.Attempts = attempt
+		rec.FinishedAt = &now
+		rec.NextRetry = nil
+		rec.LastError = ""
+		t.mu.Unlock()
+		b := &catalog.Batch{Checks: res.Checks, RangeChecks: res.RangeChecks,
+			Ops: append(slices.Clone(res.Ops), catalog.Op{Key: taskKey(rec.ID), Value: mustJSON(&rec)})}
+		failpoint.Hit("broadcast.before-tombstone")
+		_, err = e.o.Store.Commit(ctx, b)
+		if err != nil {
+			span.RecordError(err)
+			if errors.Is(err, catalog.ErrConflict) {
+				span.SetAttributes(attribute.Bool("hostd.conflict", true))
+				span.SetStatus(codes.Error, "kv conflict: callback re-run")
+				span.End()
+				e.m.callbackConflicts.Add(ctx, 1)
+				t.mu.Lock()
+				t.rec.Conflicts++
+				t.mu.Unlock()
+				continue // a conflict re-run is not an attempt
+			}
+			span.SetStatus(codes.Error, err.Error())
+			span.End()
+			if ctx.Err() != nil {
+				return
+			}
+			retries++
+			e.log.Warn("tombstone commit failed; re-running callback", "id", rec.ID, "err", err)
+			select {
+			case <-e.o.Clock.After(backoff(retries)):
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		span.End()
+		failpoint.Hit("broadcast.after-tombstone")
+		e.finish(t, rec)
+		return
+	}
+}
+
+// safeAck calls the handler, turning a panic into a retryable error (a
+// handler bug must not take down the daemon).
+func (e *Engine) safeAck(ctx context.Context, h Handler, call *AckCall) (res AckResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("broadcast: ack handler panicked: %v", r)
+		}
+	}()
+	return h.Ack(ctx, call)
+}
+
+// callbackFailed records a failed attempt; true to retry after the backoff,
+// false if the task is FAILED or ctx ended.
+func (e *Engine) callbackFailed(ctx context.Context, t *task, attempt int, cause error) bool {
+	now := e.o.Clock.Now()
+	t.mu.Lock()
+	t.rec.Attempts = attempt
+	t.rec.LastError = cause.Error()
+	permanent := IsPermanent(cause)
+	exhausted := t.opts.MaxAttempts > 0 && attempt-t.rec.AttemptBase >= t.opts.MaxAttempts
+	d := backoff(attempt - t.rec.AttemptBase)
+	if !permanent && !exhausted {
+		next := now.Add(d)
+		t.rec.NextRetry = &next
+	}
+	rec := t.rec
+	t.mu.Unlock()
+	if permanent || exhausted {
+		reason := "permanent error"
+		if !permanent {
+			reason = fmt.Sprintf("max_attempts %d reached", t.opts.MaxAttempts)
+		}
+		rec.LastError = fmt.Sprintf("%s: %v", reason, cause)
+		e.fail(ctx, t, rec)
+		return false
+	}
+	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(rec.ID), Value: mustJSON(&rec)}}}); err != nil && ctx.Err() == nil {
+		e.log.Warn("persist callback attempt failed", "id", rec.ID, "err", err)
+	}
+	select {
+	case <-e.o.Clock.After(d):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fail persists rec as FAILED (retrying the commit until it succeeds or
+// ctx ends) and finishes the task.
+func (e *Engine) fail(ctx context.Context, t *task, rec taskRecord) {
+	now := e.o.Clock.Now()
+	rec.State = StateFailed
+	rec.FinishedAt = &now
+	rec.NextRetry = nil
+	for n := 1; ; n++ {
+		_, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(rec.ID), Value: mustJSON(&rec)}}})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.log.Warn("persist FAILED state failed; retrying", "id", rec.ID, "err", err)
+		select {
+		case <-e.o.Clock.After(backoff(n)):
+		case <-ctx.Done():
+			return
+		}
+	}
+	e.finish(t, rec)
+}
+
+// finish installs the final record, releases the locks and wakes waiters.
+func (e *Engine) finish(t *task, rec taskRecord) {
+	e.mu.Lock()
+	t.mu.Lock()
+	old := t.rec.State
+	t.rec = rec
+	g := t.guard
+	t.guard = nil
+	done := t.done
+	started := t.started
+	t.mu.Unlock()
+	e.byState[old]--
+	e.byState[rec.State]++
+	e.mu.Unlock()
+	if g != nil {
+		g.Release()
+	}
+	select {
+	case <-done:
+	default:
+		close(done)
+	}
+	if rec.State == StateTombstone {
+		e.m.latency.Record(context.Background(), e.o.Clock.Now().Sub(started).Seconds())
+	}
+	e.m.finished.Add(context.Background(), 1, metricState(rec.State))
+}

@@ -1,0 +1,65 @@
+package broadcast
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+type metrics struct {
+	appendAttempts    metric.Int64Counter
+	appendFailures    metric.Int64Counter
+	callbackAttempts  metric.Int64Counter
+	callbackFailures  metric.Int64Counter
+	callbackConflicts metric.Int64Counter
+	finished          metric.Int64Counter
+	latency           metric.Float64Histogram
+}
+
+func metricState(s State) metric.AddOption {
+	return metric.WithAttributes(attribute.String("state", string(s)))
+}
+
+func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
+	m := mp.Meter("github.com/hostd-dev/hostd/builtin/broadcast")
+	var x metrics
+	var err error
+	c := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var ctr metric.Int64Counter
+		ctr, err = m.Int64Counter(name, metric.WithDescription(desc))
+		return ctr
+	}
+	x.appendAttempts = c("hostd.broadcast.append.attempts", "Append attempts (one per vchannel per try).")
+	x.appendFailures = c("hostd.broadcast.append.failures", "Failed append attempts.")
+	x.callbackAttempts = c("hostd.broadcast.callback.attempts", "Ack-callback runs, conflict re-runs included.")
+	x.callbackFailures = c("hostd.broadcast.callback.failures", "Ack-callback attempts that returned an error.")
+	x.callbackConflicts = c("hostd.broadcast.callback.conflicts", "Ack-callback re-runs after a plugin KV conflict.")
+	x.finished = c("hostd.broadcast.finished", "Tasks that reached TOMBSTONE or FAILED, by state.")
+	if err != nil {
+		return nil, err
+	}
+	x.latency, err = m.Float64Histogram("hostd.broadcast.latency", metric.WithUnit("s"),
+		metric.WithDescription("Time from persist to TOMBSTONE."),
+		metric.WithExplicitBucketBoundaries(.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+	if err != nil {
+		return nil, err
+	}
+	_, err = m.Int64ObservableGauge("hostd.broadcast.tasks", metric.WithDescription("Tasks in the catalog by state."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			e.mu.Lock()
+			counts := map[State]int{StatePending: e.byState[StatePending], StateTombstone: e.byState[StateTombstone], StateFailed: e.byState[StateFailed]}
+			e.mu.Unlock()
+			for s, n := range counts {
+				o.Observe(int64(n), metric.WithAttributes(attribute.String("state", string(s))))
+			}
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &x, nil
+}
