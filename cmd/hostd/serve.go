@@ -62,4 +62,3 @@ See docs/config.md. With no configuration at all hostd listens on
 	cmd.Flags().BoolVar(&inMemory, "in-memory", false, "keep all state in memory, lost on exit (data.in_memory)")
 	return cmd
 }
-
