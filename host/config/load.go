@@ -116,6 +116,9 @@ func decode(p *problems, k *koanf.Koanf, cfg *Config) {
 	for _, e := range flatten(err) {
 		var de *mapstructure.DecodeError
 		if errors.As(e, &de) {
+			if p.seen[de.Name()] {
+				continue // already reported (e.g. a section that is not a mapping)
+			}
 			p.add(de.Name(), "%v", de.Unwrap())
 			p.mark(de.Name())
 			continue
