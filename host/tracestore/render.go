@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -380,6 +381,8 @@ func padRight(s string, n int) string {
 // unit: 850µs, 12.345ms, 1.500s, 2m3.000s.
 func fmtDur(d time.Duration) string {
 	switch {
+	case d == 0:
+		return "0s"
 	case d < time.Microsecond:
 		return fmt.Sprintf("%dns", d.Nanoseconds())
 	case d < time.Millisecond:
@@ -396,15 +399,21 @@ func fmtDur(d time.Duration) string {
 
 // WriteSummaries writes a table of traces (for `hostd trace ls`).
 func WriteSummaries(w io.Writer, sums []Summary) error {
-	if _, err := fmt.Fprintf(w, "%-32s  %-24s  %-28s  %10s  %5s  %-5s  %s\n",
-		"TRACE ID", "START", "ROOT", "DURATION", "SPANS", "ERROR", "BROADCAST"); err != nil {
+	roots := make([]string, len(sums))
+	width := len("ROOT")
+	for i, s := range sums {
+		roots[i] = s.Root
+		if s.RootMissing {
+			roots[i] += " (root not exported)"
+		}
+		width = max(width, utf8.RuneCountInString(roots[i]))
+	}
+	if _, err := fmt.Fprintf(w, "%-32s  %-24s  %-*s  %10s  %5s  %-5s  %s\n",
+		"TRACE ID", "START", width, "ROOT", "DURATION", "SPANS", "ERROR", "BROADCAST"); err != nil {
 		return err
 	}
-	for _, s := range sums {
-		root := s.Root
-		if s.RootMissing {
-			root += " (root not exported)"
-		}
+	for i, s := range sums {
+		root := roots[i]
 		errFlag := "-"
 		if s.Errors > 0 {
 			errFlag = fmt.Sprintf("yes:%d", s.Errors)
@@ -413,8 +422,8 @@ func WriteSummaries(w io.Writer, sums []Summary) error {
 		if b == "" {
 			b = "-"
 		}
-		if _, err := fmt.Fprintf(w, "%-32s  %-24s  %-28s  %10s  %5d  %-5s  %s\n",
-			s.TraceID, s.Start.UTC().Format("2006-01-02T15:04:05.000Z"), root, fmtDur(s.Duration), s.Spans, errFlag, b); err != nil {
+		if _, err := fmt.Fprintf(w, "%-32s  %-24s  %-*s  %10s  %5d  %-5s  %s\n",
+			s.TraceID, s.Start.UTC().Format("2006-01-02T15:04:05.000Z"), width, root, fmtDur(s.Duration), s.Spans, errFlag, b); err != nil {
 			return err
 		}
 	}
