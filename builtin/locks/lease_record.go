@@ -1,0 +1,150 @@
+package locks
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+// Catalog layout (all under catalog.NSLock, "lk/"):
+//
+//	lk/g/<fence, 20 digits>  grant record (JSON grantRecord); its version is
+//	                         what fenced writes check (see FenceCheck)
+//	lk/e/<fence, 20 digits>  latest renewal of that grant (JSON renewalRecord)
+//	lk/a/<id, 20 digits>     audit record (JSON AuditRecord)
+//
+// and the catalog sequences "locks.fence" (fences = grant ids) and
+// "locks.audit". A free key has no record: fences come from the global
+// sequence, so nothing per key needs to survive its last holder.
+const (
+	grantPrefix   = catalog.NSLock + "g/"
+	renewalPrefix = catalog.NSLock + "e/"
+	auditPrefix   = catalog.NSLock + "a/"
+	fenceSequence = "locks.fence"
+	auditSequence = "locks.audit"
+	recordVersion = 1
+)
+
+func seqKey(prefix string, n uint64) []byte {
+	return fmt.Appendf(nil, "%s%020d", prefix, n)
+}
+
+func grantKey(fence uint64) []byte   { return seqKey(grantPrefix, fence) }
+func renewalKey(fence uint64) []byte { return seqKey(renewalPrefix, fence) }
+func auditKey(id uint64) []byte      { return seqKey(auditPrefix, id) }
+
+// parseSeqKey returns the number of a key built by seqKey.
+func parseSeqKey(prefix string, k []byte) (uint64, error) {
+	if len(k) != len(prefix)+20 || string(k[:len(prefix)]) != prefix {
+		return 0, fmt.Errorf("locks: malformed record key %q", k)
+	}
+	return strconv.ParseUint(string(k[len(prefix):]), 10, 64)
+}
+
+type keyRecord struct {
+	Domain string `json:"d"`
+	Key    string `json:"k"`
+	Mode   string `json:"m"` // "s" or "x"
+}
+
+type grantRecord struct {
+	V         int               `json:"v"`
+	Fence     uint64            `json:"fence"`
+	Token     string            `json:"token"`
+	Owner     string            `json:"owner"`
+	Meta      map[string]string `json:"meta,omitempty"`
+	Keys      []keyRecord       `json:"keys"`
+	TTLms     int64             `json:"ttl_ms"`
+	Idem      string            `json:"idem,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at"`
+}
+
+type renewalRecord struct {
+	V         int       `json:"v"`
+	TTLms     int64     `json:"ttl_ms"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func encodeKeys(keys []abi.ResourceKey) []keyRecord {
+	out := make([]keyRecord, len(keys))
+	for i, k := range keys {
+		m := "s"
+		if k.Mode == abi.Exclusive {
+			m = "x"
+		}
+		out[i] = keyRecord{Domain: k.Domain, Key: k.Key, Mode: m}
+	}
+	return out
+}
+
+func encodeGrant(g *lgrant) []byte {
+	b, _ := json.Marshal(grantRecord{
+		V: recordVersion, Fence: g.fence, Token: g.token, Owner: g.owner, Meta: g.meta,
+		Keys: encodeKeys(g.keys), TTLms: g.ttl.Milliseconds(), Idem: g.idem,
+		CreatedAt: g.createdAt, ExpiresAt: g.expiresAt,
+	})
+	return b
+}
+
+func encodeRenewal(ttl time.Duration, expires time.Time) []byte {
+	b, _ := json.Marshal(renewalRecord{V: recordVersion, TTLms: ttl.Milliseconds(), ExpiresAt: expires})
+	return b
+}
+
+// decodeGrant parses and validates a grant record read from the catalog.
+// It never panics on bad bytes.
+func decodeGrant(k, v []byte) (*grantRecord, []abi.ResourceKey, error) {
+	fence, err := parseSeqKey(grantPrefix, k)
+	if err != nil {
+		return nil, nil, err
+	}
+	var r grantRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, nil, fmt.Errorf("locks: grant record %s: %w", k, err)
+	}
+	if r.V != recordVersion {
+		return nil, nil, fmt.Errorf("locks: grant record %s: unknown version %d", k, r.V)
+	}
+	if r.Fence != fence {
+		return nil, nil, fmt.Errorf("locks: grant record %s: fence %d does not match its key", k, r.Fence)
+	}
+	if r.Token == "" || r.Owner == "" || r.TTLms <= 0 {
+		return nil, nil, fmt.Errorf("locks: grant record %s: missing token, owner or ttl", k)
+	}
+	keys := make([]abi.ResourceKey, len(r.Keys))
+	for i, kr := range r.Keys {
+		keys[i] = abi.ResourceKey{Domain: kr.Domain, Key: kr.Key}
+		switch kr.Mode {
+		case "s":
+		case "x":
+			keys[i].Mode = abi.Exclusive
+		default:
+			return nil, nil, fmt.Errorf("locks: grant record %s: bad mode %q", k, kr.Mode)
+		}
+	}
+	ck, err := canonicalNonEmpty(keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("locks: grant record %s: %w", k, err)
+	}
+	return &r, ck, nil
+}
+
+func decodeRenewal(k, v []byte) (uint64, *renewalRecord, error) {
+	fence, err := parseSeqKey(renewalPrefix, k)
+	if err != nil {
+		return 0, nil, err
+	}
+	var r renewalRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return 0, nil, fmt.Errorf("locks: renewal record %s: %w", k, err)
+	}
+	if r.V != recordVersion || r.TTLms <= 0 {
+		return 0, nil, fmt.Errorf("locks: renewal record %s: bad version or ttl", k)
+	}
+	return fence, &r, nil
+}
