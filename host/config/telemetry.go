@@ -14,8 +14,11 @@ type Telemetry struct {
 
 // Traces configures the trace exporter and sampler.
 type Traces struct {
-	// Exporter is one of TraceExporters. Default "none".
+	// Exporter is one of TraceExporters. Default "file": OTLP-JSON lines in
+	// <data dir>/traces, read by `hostd trace` (docs/tracing.md).
 	Exporter string `koanf:"exporter"`
+	// File configures the "file" exporter's rotation.
+	File TraceFile `koanf:"file"`
 	// Endpoint is the OTLP collector: host:port for otlp-grpc (default
 	// localhost:4317), host:port or URL for otlp-http (default
 	// localhost:4318). Empty uses the exporter's default.
@@ -35,6 +38,16 @@ type Traces struct {
 	SamplerRatio float64 `koanf:"sampler_ratio"`
 }
 
+// TraceFile configures the embedded file exporter's size-based rotation.
+type TraceFile struct {
+	// MaxSize is the size at which traces/spans.jsonl is rotated.
+	// Default 64MiB.
+	MaxSize ByteSize `koanf:"max_size"`
+	// MaxFiles is how many span files are kept, the current one included.
+	// Default 5.
+	MaxFiles int `koanf:"max_files"`
+}
+
 // Metrics configures metric export.
 type Metrics struct {
 	// Prometheus serves metrics at /metrics in Prometheus text format.
@@ -44,13 +57,14 @@ type Metrics struct {
 
 // TraceExporters lists the accepted values of telemetry.traces.exporter.
 // host/telemetry has a constructor for each.
-var TraceExporters = []string{"none", "otlp-grpc", "otlp-http"}
+var TraceExporters = []string{"file", "none", "otlp-grpc", "otlp-http"}
 
 func defaultTelemetry() Telemetry {
 	return Telemetry{
 		ServiceName: "hostd",
 		Traces: Traces{
-			Exporter:     "none",
+			Exporter:     "file",
+			File:         TraceFile{MaxSize: 64 << 20, MaxFiles: 5},
 			Timeout:      10 * time.Second,
 			Sampler:      "always_on",
 			SamplerRatio: 1,
@@ -65,6 +79,12 @@ func (t *Telemetry) validate(p *problems) {
 	}
 	p.oneOf("telemetry.traces.exporter", t.Traces.Exporter, TraceExporters...)
 	positive(p, "telemetry.traces.timeout", t.Traces.Timeout)
+	if t.Traces.File.MaxSize < 4<<10 {
+		p.addOnce("telemetry.traces.file.max_size", "must be at least 4KiB, got %d bytes", t.Traces.File.MaxSize)
+	}
+	if t.Traces.File.MaxFiles < 1 || t.Traces.File.MaxFiles > 1000 {
+		p.addOnce("telemetry.traces.file.max_files", "must be in 1..1000, got %d", t.Traces.File.MaxFiles)
+	}
 	p.oneOf("telemetry.traces.sampler", t.Traces.Sampler, "always_on", "always_off", "ratio")
 	if t.Traces.SamplerRatio < 0 || t.Traces.SamplerRatio > 1 {
 		p.addOnce("telemetry.traces.sampler_ratio", "must be in [0, 1], got %v", t.Traces.SamplerRatio)

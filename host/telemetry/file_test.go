@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/telemetry"
 	"github.com/hostd-dev/hostd/host/tracestore"
 )
@@ -241,4 +242,43 @@ func TestFileExporterShutdownAndConfig(t *testing.T) {
 	if got := telemetry.TraceDir("/data"); got != filepath.Join("/data", tracestore.DirName) {
 		t.Fatalf("TraceDir %q disagrees with tracestore.DirName", got)
 	}
+}
+
+// The default config exports through the file exporter into the data
+// directory; each span is readable as soon as it ends, with the instance id
+// of this start as a resource attribute.
+func TestDefaultExporterIsFile(t *testing.T) {
+	cfg := config.Default()
+	if cfg.Telemetry.Traces.Exporter != "file" {
+		t.Fatalf("default exporter %q", cfg.Telemetry.Traces.Exporter)
+	}
+	data := t.TempDir()
+	p, err := telemetry.New(context.Background(), cfg.Telemetry, telemetry.Options{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	_, s := p.TracerProvider.Tracer("t").Start(context.Background(), "op")
+	s.End()
+	st, err := tracestore.LoadDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := st.Summaries(0)
+	if len(sums) != 1 || sums[0].Root != "op" {
+		t.Fatalf("summaries %+v", sums)
+	}
+	sp := st.Trace(sums[0].TraceID)[0]
+	if v, _ := sp.Resource.Attributes().Get("service.instance.id"); v.Str() != p.InstanceID {
+		t.Fatalf("instance id %q, want %q", v.Str(), p.InstanceID)
+	}
+
+	// No data directory: nothing is written and nothing fails.
+	p2, err := telemetry.New(context.Background(), cfg.Telemetry, telemetry.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s = p2.TracerProvider.Tracer("t").Start(context.Background(), "op")
+	s.End()
+	_ = p2.Shutdown(context.Background())
 }
