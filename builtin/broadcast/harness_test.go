@@ -56,7 +56,12 @@ type env struct {
 
 func newEnv(t *testing.T, queues []string, opts func(*Options), reg func(*Engine)) *env {
 	t.Helper()
-	v := &env{t: t, dir: t.TempDir(), opts: opts, reg: reg, queues: queues}
+	return newEnvAt(t, t.TempDir(), queues, opts, reg)
+}
+
+func newEnvAt(t *testing.T, dir string, queues []string, opts func(*Options), reg func(*Engine)) *env {
+	t.Helper()
+	v := &env{t: t, dir: dir, opts: opts, reg: reg, queues: queues}
 	if err := v.open(); err != nil {
 		t.Fatal(err)
 	}
