@@ -1,0 +1,201 @@
+package wasm
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"runtime"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/sched"
+)
+
+// Limits are the per-plugin resource limits. Zero fields take the
+// runtime's defaults (Config.Defaults), whose zero fields take the
+// documented defaults.
+type Limits struct {
+	// CallTimeout bounds one handler call. Default 5s.
+	CallTimeout time.Duration
+	// MemoryLimit is the most linear memory one instance may use, in
+	// bytes (rounded down to 64 KiB pages; at least 35 pages for a Go
+	// guest). Default 64 MiB.
+	MemoryLimit uint64
+	// PoolSize is the number of warm instances. Default GOMAXPROCS.
+	PoolSize int
+	// KVMaxKeys is the most keys the plugin may keep in its KV. Default
+	// 100000.
+	KVMaxKeys int64
+	// KVMaxBytes is the most key+value bytes the plugin may keep in its
+	// KV. Default 64 MiB.
+	KVMaxBytes int64
+	// MaxOutput is the largest handler output (set_output) accepted.
+	// Default 1 MiB.
+	MaxOutput int
+	// MaxLogBytes caps what one call may write to stdout/stderr and the
+	// log function; the excess is dropped with a note. Default 64 KiB.
+	MaxLogBytes int
+}
+
+func (l Limits) withDefaults(d Limits) Limits {
+	if l.CallTimeout == 0 {
+		l.CallTimeout = d.CallTimeout
+	}
+	if l.MemoryLimit == 0 {
+		l.MemoryLimit = d.MemoryLimit
+	}
+	if l.PoolSize == 0 {
+		l.PoolSize = d.PoolSize
+	}
+	if l.KVMaxKeys == 0 {
+		l.KVMaxKeys = d.KVMaxKeys
+	}
+	if l.KVMaxBytes == 0 {
+		l.KVMaxBytes = d.KVMaxBytes
+	}
+	if l.MaxOutput == 0 {
+		l.MaxOutput = d.MaxOutput
+	}
+	if l.MaxLogBytes == 0 {
+		l.MaxLogBytes = d.MaxLogBytes
+	}
+	return l
+}
+
+// DefaultLimits returns the documented defaults.
+func DefaultLimits() Limits {
+	return Limits{
+		CallTimeout: 5 * time.Second,
+		MemoryLimit: 64 << 20,
+		PoolSize:    runtime.GOMAXPROCS(0),
+		KVMaxKeys:   100000,
+		KVMaxBytes:  64 << 20,
+		MaxOutput:   1 << 20,
+		MaxLogBytes: 64 << 10,
+	}
+}
+
+// minGoPages is the least memory a Go guest starts with.
+const minGoPages = 35
+
+func (l Limits) validate(path string, errs *[]error) {
+	add := func(f string, a ...any) { *errs = append(*errs, fmt.Errorf(path+": "+f, a...)) }
+	if l.CallTimeout < 0 {
+		add("call_timeout must be > 0, got %s", l.CallTimeout)
+	}
+	if l.MemoryLimit != 0 && (l.MemoryLimit < minGoPages*65536 || l.MemoryLimit > 4<<30) {
+		add("memory_limit must be between %d bytes (35 pages, the least a Go guest needs) and 4GiB, got %d", minGoPages*65536, l.MemoryLimit)
+	}
+	if l.PoolSize < 0 || l.PoolSize > 1024 {
+		add("pool_size must be 0..1024 (0 = default), got %d", l.PoolSize)
+	}
+	if l.KVMaxKeys < 0 || l.KVMaxBytes < 0 || l.MaxOutput < 0 || l.MaxLogBytes < 0 {
+		add("kv_max_keys, kv_max_bytes, max_output and max_log_bytes must be >= 0")
+	}
+}
+
+// Spec names one plugin explicitly, with its settings.
+type Spec struct {
+	// Name is the plugin's name (lowercase letters, digits, '-', '_',
+	// '.'). Default: the file name without ".wasm".
+	Name string
+	// Path is the .wasm file. Default: <Config.Dir>/<Name>.wasm.
+	Path string
+	// Config is handed to the guest (sdk.Config).
+	Config map[string]string
+	// Limits override Config.Defaults for this plugin.
+	Limits Limits
+}
+
+// Config configures a Runtime.
+type Config struct {
+	// Dir is scanned for *.wasm files at load and reload; each is a plugin
+	// named after its file (a Spec with the same name adds settings).
+	// "" = no directory.
+	Dir string
+	// Plugins lists plugins explicitly (also ones outside Dir).
+	Plugins []Spec
+	// CacheDir holds wazero's compilation cache ("" = in memory only).
+	// hostd uses <data dir>/wasm-cache.
+	CacheDir string
+	// Defaults are the limits of plugins that do not set their own.
+	Defaults Limits
+	// Store backs plugin KV (namespace catalog.NSPluginKV). nil: KV calls
+	// fail with "unavailable".
+	Store catalog.Store
+	// InUse reports whether pending work still needs msgType; a reload
+	// that would remove such a type is refused. nil = never in use.
+	InUse func(msgType string) bool
+	// Clock drives backoff (default sched.Real).
+	Clock sched.Clock
+	// Logger receives guest logs and runtime events (default
+	// slog.Default()).
+	Logger         *slog.Logger
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
+	// QuotaRefresh is how stale the KV usage a quota check compares
+	// against may be. Default 1s.
+	QuotaRefresh time.Duration
+	// BackoffInitial / BackoffMax bound the backoff between attempts to
+	// start an instance of a plugin that keeps failing to start.
+	// Defaults 100ms / 30s.
+	BackoffInitial, BackoffMax time.Duration
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// ValidName reports whether s is a valid plugin name.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	c.Defaults.validate("plugins", &errs)
+	seen := map[string]bool{}
+	for i, s := range c.Plugins {
+		path := fmt.Sprintf("plugins.list[%d]", i)
+		if s.Name == "" && s.Path == "" {
+			errs = append(errs, fmt.Errorf("%s: name or path is required", path))
+		}
+		if s.Name != "" {
+			if !ValidName(s.Name) {
+				errs = append(errs, fmt.Errorf("%s.name: %q must match %s", path, s.Name, nameRE))
+			}
+			if seen[s.Name] {
+				errs = append(errs, fmt.Errorf("%s.name: %q listed twice", path, s.Name))
+			}
+			seen[s.Name] = true
+		}
+		if s.Path == "" && c.Dir == "" {
+			errs = append(errs, fmt.Errorf("%s.path: required when plugins.dir is not set", path))
+		}
+		s.Limits.validate(path, &errs)
+	}
+	if c.QuotaRefresh < 0 || c.BackoffInitial < 0 || c.BackoffMax < 0 {
+		errs = append(errs, errors.New("plugins: quota_refresh and backoff durations must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) setDefaults() {
+	c.Defaults = c.Defaults.withDefaults(DefaultLimits())
+	if c.Clock == nil {
+		c.Clock = sched.Real
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.QuotaRefresh == 0 {
+		c.QuotaRefresh = time.Second
+	}
+	if c.BackoffInitial == 0 {
+		c.BackoffInitial = 100 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+}

@@ -1,0 +1,585 @@
+package wasm
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+// Registration is one handler a plugin registered at initialization.
+type Registration struct {
+	Kind abi.Kind
+	Name string
+}
+
+type registration struct {
+	Kind abi.Kind
+	Name string
+	id   int32
+}
+
+// version is one loaded version of a plugin: its own wazero runtime (for
+// the per-plugin memory limit), compiled module and instance pool. A reload
+// makes a new version; the old one is closed when its last call returns.
+type version struct {
+	rt     *Runtime
+	name   string
+	path   string
+	sha256 string
+	config map[string]string
+	limits Limits
+	loaded time.Time
+	wrt    wazero.Runtime
+	code   wazero.CompiledModule
+	regs   []registration
+	byKey  map[regKey]int32
+	usage  *usage
+	ns     []byte
+
+	pool chan *instance // nil entries are free slots to refill
+
+	ctx    context.Context // canceled when the version closes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background refills
+
+	refs      atomic.Int64
+	retired   atomic.Bool
+	closeOnce sync.Once
+
+	calls, failures atomic.Uint64
+	live            atomic.Int64 // instances alive
+	startFailures   atomic.Int64 // consecutive instantiation failures
+	lastErr         atomic.Pointer[string]
+}
+
+type regKey struct {
+	kind abi.Kind
+	name string
+}
+
+// instance is one warm module instance with cached function handles.
+type instance struct {
+	mod    api.Module
+	handle api.Function
+	alloc  api.Function
+	cs     *callState
+	stdout *stdio
+	stderr *stdio
+	buf    []byte // input encoding buffer
+	bufPtr uint32 // guest buffer from hostd_alloc, valid for bufCap bytes
+	bufCap uint32
+	stack  [3]uint64
+}
+
+// compile compiles and validates the module at path into a new version
+// with one instance (registrations are read from it). It does not publish
+// the version.
+func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byte, spec Spec) (*version, error) {
+	limits := spec.Limits.withDefaults(r.cfg.Defaults)
+	pages := uint32(limits.MemoryLimit / 65536)
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(true). // mandatory: an endless loop must be stoppable
+		WithMemoryLimitPages(pages)
+	if r.cache != nil {
+		rc = rc.WithCompilationCache(r.cache)
+	}
+	wrt := wazero.NewRuntimeWithConfig(ctx, rc)
+	ok := false
+	defer func() {
+		if !ok {
+			_ = wrt.Close(context.Background())
+		}
+	}()
+	if _, err := wasi_snapshot_preview1.NewBuilder(wrt).Instantiate(ctx); err != nil {
+		return nil, err
+	}
+	wasi := wrt.Module(abi.WASIModule)
+	if _, err := hostModule(wrt).Instantiate(ctx); err != nil {
+		return nil, err
+	}
+	code, err := wrt.CompileModule(ctx, bin)
+	if err != nil {
+		return nil, fmt.Errorf("%w: not a valid WebAssembly module: %v", ErrInvalidModule, err)
+	}
+	if err := checkABI(code, wasi); err != nil {
+		return nil, err
+	}
+	vctx, cancel := context.WithCancel(context.Background())
+	v := &version{
+		rt: r, name: name, path: path, sha256: sum, config: spec.Config, limits: limits,
+		loaded: time.Now(), wrt: wrt, code: code, usage: &usage{refresh: r.cfg.QuotaRefresh},
+		ns: NamespacePrefix(name), ctx: vctx, cancel: cancel,
+		pool: make(chan *instance, limits.PoolSize),
+	}
+	first, err := v.instantiate(ctx, true)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	v.regs = first.cs.regs
+	v.byKey = make(map[regKey]int32, len(v.regs))
+	for _, rg := range v.regs {
+		v.byKey[regKey{rg.Kind, rg.Name}] = rg.id
+	}
+	first.cs.regs = nil
+	v.pool <- first
+	for i := 1; i < limits.PoolSize; i++ {
+		inst, err := v.instantiate(ctx, false)
+		if err != nil {
+			v.closeNow()
+			return nil, err
+		}
+		v.pool <- inst
+	}
+	ok = true
+	return v, nil
+}
+
+// checkABI validates the module's imports and exports against ABI v1.
+func checkABI(code wazero.CompiledModule, wasi api.Module) error {
+	var problems []string
+	wasiFns := wasi.ExportedFunctionDefinitions()
+	host := map[string]hostFn{}
+	for _, f := range hostFns {
+		host[f.name] = f
+	}
+	for _, f := range code.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		switch mod {
+		case abi.ImportModule:
+			h, ok := host[name]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("imports %s.%s, which ABI v1 does not offer", mod, name))
+			} else if !sameSig(f.ParamTypes(), h.params) || !sameSig(f.ResultTypes(), h.results) {
+				problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, ABI v1 has %s",
+					mod, name, sig(f.ParamTypes(), f.ResultTypes()), sig(h.params, h.results)))
+			}
+		case abi.WASIModule:
+			w, ok := wasiFns[name]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("imports %s.%s, which hostd does not offer", mod, name))
+			} else if !sameSig(f.ParamTypes(), w.ParamTypes()) || !sameSig(f.ResultTypes(), w.ResultTypes()) {
+				problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, hostd has %s",
+					mod, name, sig(f.ParamTypes(), f.ResultTypes()), sig(w.ParamTypes(), w.ResultTypes())))
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("imports %s.%s: unknown import module %q (want %q or %q)", mod, name, mod, abi.ImportModule, abi.WASIModule))
+		}
+	}
+	for _, m := range code.ImportedMemories() {
+		mod, name, _ := m.Import()
+		problems = append(problems, fmt.Sprintf("imports memory %s.%s; a plugin must define and export its own memory", mod, name))
+	}
+	exports := code.ExportedFunctions()
+	if _, ok := exports[abi.ExportABIMarker]; !ok {
+		other := ""
+		for n := range exports {
+			if strings.HasPrefix(n, "hostd_abi_v") {
+				other = n
+			}
+		}
+		if other != "" {
+			problems = append(problems, fmt.Sprintf("exports %s, but this hostd speaks ABI v1 (%s)", other, abi.ExportABIMarker))
+		} else {
+			problems = append(problems, fmt.Sprintf("missing export %s (not a hostd ABI v1 plugin; build with the hostd sdk)", abi.ExportABIMarker))
+		}
+	}
+	want := []struct {
+		name            string
+		params, results []api.ValueType
+	}{
+		{abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}},
+		{abi.ExportHandle, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+	}
+	for _, w := range want {
+		f, ok := exports[w.name]
+		switch {
+		case !ok:
+			problems = append(problems, "missing export "+w.name)
+		case !sameSig(f.ParamTypes(), w.params) || !sameSig(f.ResultTypes(), w.results):
+			problems = append(problems, fmt.Sprintf("export %s has signature %s, want %s", w.name,
+				sig(f.ParamTypes(), f.ResultTypes()), sig(w.params, w.results)))
+		}
+	}
+	if f, ok := exports[abi.ExportInitialize]; ok && (len(f.ParamTypes()) != 0 || len(f.ResultTypes()) != 0) {
+		problems = append(problems, "export _initialize must take and return nothing")
+	}
+	if _, ok := code.ExportedMemories()[abi.ExportMemory]; !ok {
+		problems = append(problems, "missing export memory")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidModule, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func sameSig(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sig(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ",")
+	}
+	return "(" + names(params) + ")->(" + names(results) + ")"
+}
+
+// instantiate creates an instance and runs _initialize. first records the
+// registrations; later instances must register exactly the same handlers.
+func (v *version) instantiate(ctx context.Context, first bool) (*instance, error) {
+	inst := &instance{cs: &callState{v: v, inInit: true}}
+	inst.stdout = &stdio{cs: inst.cs, stream: "stdout", level: slog.LevelInfo}
+	inst.stderr = &stdio{cs: inst.cs, stream: "stderr", level: slog.LevelWarn}
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(). // _initialize is called below, with our context
+		WithSysWalltime().
+		WithSysNanotime().
+		WithRandSource(rand.Reader).
+		WithStdout(inst.stdout).
+		WithStderr(inst.stderr)
+	// No WithFS/WithEnv/WithArgs: no filesystem, environment or arguments.
+	// Nanosleep stays wazero's no-op: guests cannot sleep.
+	ictx, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
+	defer cancel()
+	ictx = context.WithValue(ictx, stateKey, inst.cs)
+	inst.cs.begin(0, nil, nil)
+	mod, err := v.wrt.InstantiateModule(ictx, v.code, mc)
+	if err != nil {
+		return nil, v.startError("instantiate", err, inst)
+	}
+	inst.mod = mod
+	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
+		if _, err := init.Call(ictx); err != nil {
+			_ = mod.Close(context.Background())
+			return nil, v.startError("_initialize", err, inst)
+		}
+	}
+	inst.stdout.flush()
+	inst.stderr.flush()
+	inst.cs.inInit = false
+	if inst.cs.regError != "" {
+		_ = mod.Close(context.Background())
+		return nil, fmt.Errorf("%w: %s", ErrInvalidModule, inst.cs.regError)
+	}
+	if first {
+		if len(inst.cs.regs) == 0 {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("%w: registered no handlers during initialization (call sdk.OnAck, sdk.OnValidate, sdk.ResourceKeys or sdk.Policy from init)", ErrInvalidModule)
+		}
+	} else if !sameRegs(inst.cs.regs, v.regs) {
+		_ = mod.Close(context.Background())
+		return nil, fmt.Errorf("%w: a new instance registered different handlers than the first (registration must be deterministic)", ErrInvalidModule)
+	}
+	inst.handle = mod.ExportedFunction(abi.ExportHandle)
+	inst.alloc = mod.ExportedFunction(abi.ExportAlloc)
+	v.live.Add(1)
+	return inst, nil
+}
+
+func sameRegs(a, b []registration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *version) startError(step string, err error, inst *instance) error {
+	inst.stdout.flush()
+	inst.stderr.flush()
+	msg := err.Error()
+	if tail := inst.stderr.tailString(); tail != "" {
+		msg += "; stderr: " + tail
+	}
+	return fmt.Errorf("%s: %s", step, msg)
+}
+
+// acquire takes an instance from the pool. While the pool is empty it
+// waits, unless no instance is alive and starting one keeps failing.
+func (v *version) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case inst := <-v.pool:
+		return inst, nil
+	default:
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case inst := <-v.pool:
+			return inst, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+			if v.live.Load() == 0 && v.startFailures.Load() > 0 {
+				msg := "no instance could be started"
+				if p := v.lastErr.Load(); p != nil {
+					msg += ": " + *p
+				}
+				return nil, &PluginError{Plugin: v.name, Kind: KindUnavailable, Message: msg}
+			}
+		}
+	}
+}
+
+func (v *version) release(inst *instance) { v.pool <- inst }
+
+// discard closes a broken instance and refills its slot in the background
+// (with backoff while instantiation keeps failing). The refill goroutine
+// owns the slot until it puts an instance back.
+func (v *version) discard(inst *instance) {
+	_ = inst.mod.Close(context.Background())
+	v.live.Add(-1)
+	if v.ctx.Err() != nil {
+		return
+	}
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		v.refill()
+	}()
+}
+
+func (v *version) refill() {
+	delay := v.rt.cfg.BackoffInitial
+	for {
+		inst, err := v.instantiate(v.ctx, false)
+		if err == nil {
+			v.startFailures.Store(0)
+			v.pool <- inst
+			return
+		}
+		if v.ctx.Err() != nil {
+			return
+		}
+		n := v.startFailures.Add(1)
+		msg := err.Error()
+		v.lastErr.Store(&msg)
+		v.rt.logger.Warn("plugin instance failed to start; backing off", "plugin", v.name, "failures", n, "retry_in", delay, "err", err)
+		select {
+		case <-v.rt.cfg.Clock.After(delay):
+		case <-v.ctx.Done():
+			return
+		}
+		delay = min(delay*2, v.rt.cfg.BackoffMax)
+	}
+}
+
+// closeNow closes the version: background refills stop, instances close.
+func (v *version) closeNow() {
+	v.closeOnce.Do(func() {
+		v.cancel()
+		v.wg.Wait()
+		_ = v.wrt.Close(context.Background())
+	})
+}
+
+// retire marks the version replaced; it closes when its last call ends.
+func (v *version) retire() {
+	v.retired.Store(true)
+	if v.refs.Load() == 0 {
+		v.closeNow()
+	}
+}
+
+func (v *version) unref() {
+	if v.refs.Add(-1) == 0 && v.retired.Load() {
+		v.closeNow()
+	}
+}
+
+// call runs one handler on one instance.
+func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32, input func([]byte) []byte, kv *kvSession, span trace.Span) (out []byte, err error) {
+	inst, err := v.acquire(ctx)
+	if err != nil {
+		if _, ok := err.(*PluginError); ok {
+			return nil, err
+		}
+		return nil, &PluginError{Plugin: v.name, Handler: kind.String(), Name: name, Kind: KindCanceled, Message: err.Error()}
+	}
+	cctx, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
+	defer cancel()
+	cctx = context.WithValue(cctx, stateKey, inst.cs)
+	cs := inst.cs
+	cs.begin(kind, kv, span)
+	inst.stderr.tail = inst.stderr.tail[:0]
+	inst.buf = input(inst.buf[:0])
+	n := uint32(len(inst.buf))
+	callErr := inst.write(cctx, n)
+	if callErr == nil {
+		inst.stack[0], inst.stack[1], inst.stack[2] = api.EncodeI32(id), api.EncodeU32(inst.bufPtr), api.EncodeU32(n)
+		callErr = inst.handle.CallWithStack(cctx, inst.stack[:])
+	}
+	inst.stdout.flush()
+	inst.stderr.flush()
+	if cs.dropped > 0 {
+		v.rt.logger.Warn("plugin output truncated", "plugin", v.name, "dropped_bytes", cs.dropped, "limit", v.limits.MaxLogBytes)
+	}
+	if callErr != nil {
+		pe := v.classify(ctx, cctx, kind, name, callErr, inst)
+		v.discard(inst)
+		return nil, pe
+	}
+	code := abi.Code(api.DecodeI32(inst.stack[0]))
+	perr := &PluginError{Plugin: v.name, Handler: kind.String(), Name: name}
+	switch {
+	case cs.outErr != "":
+		perr.Kind, perr.Message = KindBadOutput, cs.outErr
+	case code == abi.CodeOK:
+		out = append([]byte(nil), cs.output...)
+		perr = nil
+	case code == abi.CodeRetryable:
+		perr.Kind, perr.Message = KindRetryable, nonEmpty(cs.errMsg, "handler failed without a message")
+	case code == abi.CodePermanent:
+		perr.Kind, perr.Message = KindPermanent, nonEmpty(cs.errMsg, "handler failed without a message")
+	default:
+		perr.Kind, perr.Message = KindBadOutput, fmt.Sprintf("handle returned unknown result code %d", code)
+	}
+	cs.kv, cs.span = nil, nil
+	v.release(inst)
+	if perr != nil {
+		return nil, perr
+	}
+	return out, nil
+}
+
+// write places the input into the guest's buffer, allocating only when the
+// cached one is too small.
+func (inst *instance) write(ctx context.Context, n uint32) error {
+	if n > inst.bufCap || inst.bufPtr == 0 {
+		inst.stack[0] = api.EncodeU32(max(n, 4096))
+		if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return err
+		}
+		inst.bufPtr, inst.bufCap = api.DecodeU32(inst.stack[0]), max(n, 4096)
+	}
+	if n > 0 && !inst.mod.Memory().Write(inst.bufPtr, inst.buf) {
+		return fmt.Errorf("hostd_alloc returned %#x, out of bounds for %d bytes", inst.bufPtr, n)
+	}
+	return nil
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// classify turns a failed guest call into a PluginError.
+func (v *version) classify(parent, cctx context.Context, kind abi.Kind, name string, err error, inst *instance) *PluginError {
+	pe := &PluginError{Plugin: v.name, Handler: kind.String(), Name: name}
+	stderr := inst.stderr.tailString()
+	var exit *sys.ExitError
+	switch {
+	case parent.Err() != nil:
+		pe.Kind, pe.Message = KindCanceled, "caller's context ended during the call: "+parent.Err().Error()
+	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+		pe.Kind, pe.Message = KindTimeout, fmt.Sprintf("call exceeded the %s call timeout", v.limits.CallTimeout)
+	case strings.Contains(stderr, "out of memory"):
+		pe.Kind, pe.Message = KindOOM, fmt.Sprintf("out of memory (limit %d bytes): %s", v.limits.MemoryLimit, stderr)
+	case inst.cs.hasError:
+		pe.Kind, pe.Message = KindPanic, inst.cs.errMsg
+	case errors.As(err, &exit):
+		pe.Kind, pe.Message = KindPanic, fmt.Sprintf("guest exited with code %d", exit.ExitCode())
+		if stderr != "" {
+			pe.Message += ": " + stderr
+		}
+	default:
+		pe.Kind, pe.Message = KindTrap, firstLine(err.Error())
+		if stderr != "" {
+			pe.Message += ": " + stderr
+		}
+	}
+	return pe
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// stdio captures a guest's stdout or stderr into the log, line by line,
+// within the call's log budget, and keeps the last bytes for error
+// messages.
+type stdio struct {
+	cs     *callState
+	stream string
+	level  slog.Level
+	line   []byte
+	tail   []byte
+}
+
+const tailMax = 1024
+
+func (s *stdio) Write(p []byte) (int, error) {
+	s.tail = append(s.tail, p...)
+	if len(s.tail) > 2*tailMax {
+		s.tail = append(s.tail[:0], s.tail[len(s.tail)-tailMax:]...)
+	}
+	s.line = append(s.line, p...)
+	for {
+		i := strings.IndexByte(string(s.line), '\n')
+		if i < 0 {
+			break
+		}
+		s.cs.log(context.Background(), s.level, s.stream, s.line[:i])
+		s.line = append(s.line[:0], s.line[i+1:]...)
+	}
+	if len(s.line) > 4096 {
+		s.cs.log(context.Background(), s.level, s.stream, s.line)
+		s.line = s.line[:0]
+	}
+	return len(p), nil
+}
+
+func (s *stdio) flush() {
+	if len(s.line) > 0 {
+		s.cs.log(context.Background(), s.level, s.stream, s.line)
+		s.line = s.line[:0]
+	}
+}
+
+// tailString returns the end of what was written since the last call to
+// tailString, one line-joined string.
+func (s *stdio) tailString() string {
+	t := s.tail
+	if len(t) > tailMax {
+		t = t[len(t)-tailMax:]
+	}
+	s.tail = s.tail[:0]
+	return strings.Join(strings.Fields(strings.ReplaceAll(string(t), "\n", " | ")), " ")
+}
