@@ -65,7 +65,7 @@ func TestHandlersAndResults(t *testing.T) {
 	}
 	out, err := r.Policy(bg, "round-robin", &abi.PolicyInput{Operation: "create", Topic: "t", Queues: 3,
 		Brokers: []abi.Broker{{Name: "a"}, {Name: "b"}}})
-	if err != nil || !cmp.Equal(out.Assignments, []abi.Assignment{{0, "a"}, {1, "b"}, {2, "a"}}) {
+	if err != nil || !cmp.Equal(out.Assignments, []abi.Assignment{{Queue: 0, Broker: "a"}, {Queue: 1, Broker: "b"}, {Queue: 2, Broker: "a"}}) {
 		t.Fatalf("policy = %+v, %v", out, err)
 	}
 	if _, err := r.Ack(bg, msg("Nope", "")); !errors.Is(err, ErrNoHandler) {
