@@ -83,7 +83,7 @@ type component struct {
 // Open builds a Host from cfg: logger, telemetry, catalog (taking the data
 // directory's lock), features and API. Nothing runs until Start. On error
 // everything opened so far is closed again.
-func Open(ctx context.Context, cfg *config.Config, opts Options) (h *Host, err error) {
+func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (h *Host, err e
 	if opts.Clock == nil {
 		opts.Clock = sched.Real
 	}
-	h = &Host{cfg: cfg, opts: opts, clock: opts.Clock, gates: map[string]int{}}
+	h := &Host{cfg: cfg, opts: opts, clock: opts.Clock, gates: map[string]int{}}
 	h.log = opts.Logger
 	if h.log == nil {
 		if h.log, err = telemetry.NewLogger(cfg.Log, opts.LogOutput); err != nil {

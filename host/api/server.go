@@ -290,7 +290,9 @@ func (s *Server) Start() error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
+	s.mu.Lock()
 	s.ln = ln
+	s.mu.Unlock()
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -312,6 +314,8 @@ func (s *Server) Start() error {
 
 // Addr is the bound address (after Start), e.g. to learn port 0's port.
 func (s *Server) Addr() net.Addr {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if s.ln == nil {
 		return nil
 	}
@@ -320,14 +324,15 @@ func (s *Server) Addr() net.Addr {
 
 // URL is the base URL of the bound server, e.g. "http://127.0.0.1:7070".
 func (s *Server) URL() string {
-	if s.ln == nil {
+	addr := s.Addr()
+	if addr == nil {
 		return ""
 	}
 	scheme := "http"
 	if s.opts.TLSCertFile != "" {
 		scheme = "https"
 	}
-	return scheme + "://" + s.ln.Addr().String()
+	return scheme + "://" + addr.String()
 }
 
 // Shutdown stops accepting connections and waits, until ctx ends, for
