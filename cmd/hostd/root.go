@@ -28,7 +28,7 @@ var commands = []func(g *globals) *cobra.Command{
 	// newLockCmd,
 	// newTopicCmd,
 	// newPluginCmd,
-	// newTraceCmd,
+	newTraceCmd,
 }
 
 // Exit codes.
