@@ -37,4 +37,60 @@
 // Release and cancellation re-scan only the queues of the keys involved.
 //
 // Close fails all queued waiters with ErrClosed; holders keep their guards.
+//
+// # Lease locks
+//
+// Service is the durable lease-lock service (Open, Acquire, Renew,
+// Release, CheckFence, FenceCheck, List, Inspect, ForceRelease, Audit).
+// A grant has an id, a secret token (needed to renew and release), a fence
+// and a TTL. Its key space is separate from the resource-key locker's.
+//
+//	g, err := svc.Acquire(ctx, locks.AcquireRequest{Owner: "deployer",
+//		Keys: []abi.ResourceKey{{Domain: "service", Key: "api", Mode: abi.Exclusive}},
+//		TTL: time.Minute, Wait: 10 * time.Second})
+//	// pass g.Fence to the protected resource with every write
+//	_, err = svc.Renew(ctx, g.ID, g.Token, 0)
+//	err = svc.Release(ctx, g.ID, g.Token)
+//
+// Fencing. Fences (which are also the grant ids) come from the catalog
+// sequence "locks.fence": strictly increasing, never reused, also across
+// crashes. A protected resource keeps the highest fence it has seen per key
+// and rejects lower ones. Inside hostd a write is fenced by adding the
+// catalog.Check returned by FenceCheck to the write's Batch: the check is on
+// the grant's record, which is deleted before the key can go to anyone
+// else, so the commit fails with catalog.ErrConflict if the fence went stale
+// after it was checked.
+//
+// Durability. A grant is committed (fsynced) before Acquire returns, a
+// renewal before Renew returns, and a release/eviction/expiry deletes the
+// record before the keys are handed on, so the catalog never holds two
+// conflicting grants. Concurrent acquires commit concurrently and share the
+// catalog committer's rounds. TTLs run on the clock's monotonic reading;
+// the wall-clock expiry is persisted for display and for the restart rule:
+// at Open, a grant whose persisted expiry has passed is deleted, and every
+// other grant gets its full TTL again from boot (persisted at once), so a
+// restart never shortens a grant and lengthens it by at most one TTL.
+//
+// Deterministic core. lease_table.go holds keys, grants, waiters and the
+// expiry heap with no I/O, goroutines or clock; lease_service.go is the
+// shell that reads the clock, does the catalog I/O and runs the expiry
+// loop. Grant states: pending (being persisted; holds its keys) -> live ->
+// leaving (record being deleted; still holds its keys) -> removed.
+// Fairness and deadlock freedom are as in the resource-key locker.
+//
+// Errors map to stable API codes with ErrorCode: locked (a
+// *LeaseConflictError with the holders' owner and meta, never tokens),
+// not_holder, expired, ttl_too_long, invalid_key, canceled,
+// invalid_argument, not_found, unavailable.
+//
+// # Presence and single-flight
+//
+// Presence (Announce, Withdraw, Who) is the in-memory "who is looking at
+// this" table: many holders per key, entries expire without a heartbeat,
+// an entry is refreshed or withdrawn only with the token its first announce
+// returned. It never blocks lease locks or is blocked by them.
+//
+// Flight[T].Do runs one function per key for concurrent in-process callers
+// and shares the result; an error or panic (returned as *PanicError) ends
+// the flight so the next call runs again.
 package locks
