@@ -13,11 +13,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/telemetry"
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/sched"
+	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/runtime/wasm"
 )
 
 // features are opened in this order by Open, one line per feature; each
@@ -27,7 +30,7 @@ var features = []feature{
 	// {"locks", openLocks},
 	// {"mapping", openMapping},
 	// {"plugins", openPlugins},
-	// {"broadcast", openBroadcast},
+	{"broadcast", openBroadcast},
 }
 
 type feature struct {
@@ -65,6 +68,15 @@ type Host struct {
 
 	// Feature components, set by their openers (host/<feature>.go) for the
 	// features opened after them.
+
+	// wal and resolver: set by host/mapping.go when static topics are
+	// wired; otherwise host/broadcast.go opens the WAL with the 1:1
+	// resolver. plugins: set by host/plugins.go.
+	wal            *wal.WAL
+	resolver       wal.Resolver
+	plugins        *wasm.Runtime
+	broadcastTypes []broadcastType // built-ins registered before openBroadcast
+	broadcast      *broadcast.Engine
 }
 
 type state int

@@ -697,6 +697,11 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
 		}
 		sctx, span := e.tracer.Start(parent, "process broadcast", opts...)
+		if sc := span.SpanContext(); sc.IsValid() {
+			tp := propagation.MapCarrier{}
+			propagation.TraceContext{}.Inject(sctx, tp)
+			call.TraceParent = tp["traceparent"]
+		}
 		e.m.callbackAttempts.Add(ctx, 1)
 		var res AckResult
 		var err error

@@ -202,6 +202,7 @@ type AckCall struct {
 	Appends     []Checkpoint // every vchannel's append result, sorted by vchannel
 	Attempt     int          // 1-based; continues across restarts
 	Recovered   bool         // the task was recovered at this start
+	TraceParent string       // W3C traceparent of this attempt's span ("" if not traced)
 }
 
 // AckResult is what a successful callback wants committed with the

@@ -1,13 +1,26 @@
 package config
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Broadcast configures the atomic broadcast engine. Owned by the broadcast
 // feature; see docs/config.md.
 type Broadcast struct {
-	// MaxAttempts bounds ack-callback attempts per vchannel; 0 = unlimited.
-	// Default 0.
+	// MaxAttempts bounds ack-callback attempts of a broadcast (for message
+	// types that set no bound of their own); 0 = unlimited. Default 0.
 	MaxAttempts int `koanf:"max_attempts"`
+	// AllowUnhandledTypes accepts broadcasts of a message type that no
+	// built-in or plugin registered (they run no callback). Default false:
+	// such a request is rejected with a clear error.
+	AllowUnhandledTypes bool `koanf:"allow_unhandled_types"`
+	// MaxPayload is the largest message payload. Default 1MiB.
+	MaxPayload ByteSize `koanf:"max_payload"`
+	// Vchannels are created at start as physical queues of the same name
+	// when vchannels resolve 1:1 (before static topics are configured).
+	// The control channel always exists. Default none.
+	Vchannels []string `koanf:"vchannels"`
 	// MaxKeyLength is the longest idempotency key accepted, in bytes.
 	// Default 256.
 	MaxKeyLength int `koanf:"max_key_length"`
@@ -30,6 +43,7 @@ type Tombstones struct {
 func defaultBroadcast() Broadcast {
 	return Broadcast{
 		MaxKeyLength: 256,
+		MaxPayload:   1 << 20,
 		Tombstones: Tombstones{
 			MaxLifetime:   24 * time.Hour,
 			MaxCount:      8192,
@@ -44,6 +58,14 @@ func (b *Broadcast) validate(p *problems) {
 	}
 	if b.MaxKeyLength < 1 || b.MaxKeyLength > 4096 {
 		p.addOnce("broadcast.max_key_length", "must be in [1, 4096], got %d", b.MaxKeyLength)
+	}
+	if b.MaxPayload < 1 || b.MaxPayload > 64<<20 {
+		p.addOnce("broadcast.max_payload", "must be in [1B, 64MiB], got %d bytes", int64(b.MaxPayload))
+	}
+	for i, v := range b.Vchannels {
+		if v == "" {
+			p.addOnce(fmt.Sprintf("broadcast.vchannels[%d]", i), "must not be empty")
+		}
 	}
 	positive(p, "broadcast.tombstones.max_lifetime", b.Tombstones.MaxLifetime)
 	if b.Tombstones.MaxCount < 1 {

@@ -1,0 +1,189 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hostd-dev/hostd/builtin/broadcast"
+	"github.com/hostd-dev/hostd/builtin/locks"
+	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/runtime/wasm"
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+// openBroadcast builds the broadcast engine: the catalog, an in-process
+// resource-key locker (builtin/locks), the vchannels (the mapping's
+// resolver when host/mapping.go set h.resolver, else the 1:1 resolver over
+// the WAL) and the plugins (runtime/wasm, when host/plugins.go set
+// h.plugins). Recovery runs in the component's start, behind the
+// "broadcast recovery" ready gate.
+func openBroadcast(ctx context.Context, h *Host) error {
+	cfg := h.Config().Broadcast
+	if h.resolver == nil {
+		if h.wal == nil {
+			w, err := wal.Open(ctx, wal.Config{Store: h.Catalog(), Clock: h.Clock(),
+				Queues:         cfg.Vchannels,
+				TracerProvider: h.TracerProvider(), MeterProvider: h.MeterProvider(),
+				Logger: h.Logger().With("component", "wal")})
+			if err != nil {
+				return fmt.Errorf("open wal: %w", err)
+			}
+			h.wal = w
+			h.AddComponent("wal", nil, func(context.Context) error { return w.Close() })
+		}
+		d, err := wal.NewDirect(ctx, h.wal)
+		if err != nil {
+			return err
+		}
+		h.resolver = d
+	}
+	kl := locks.NewKeyLocker(locks.KeyLockerOptions{Clock: h.Clock(), MeterProvider: h.MeterProvider(), Name: "broadcast"})
+	var plugins broadcast.HandlerSource
+	if h.plugins != nil {
+		plugins = pluginHandlers{rt: h.plugins, maxAttempts: cfg.MaxAttempts}
+	}
+	e, err := broadcast.New(broadcast.Options{
+		Store:          h.Catalog(),
+		Locker:         keyLocker{kl},
+		Channels:       broadcast.ResolverChannels{R: h.resolver},
+		Handlers:       plugins,
+		AllowUnhandled: cfg.AllowUnhandledTypes,
+		MaxKeyLen:      cfg.MaxKeyLength,
+		MaxPayload:     int(cfg.MaxPayload),
+		MaxLifetime:    cfg.Tombstones.MaxLifetime,
+		MaxCount:       cfg.Tombstones.MaxCount,
+		CheckInterval:  cfg.Tombstones.CheckInterval,
+		Clock:          h.Clock(),
+		TracerProvider: h.TracerProvider(),
+		MeterProvider:  h.MeterProvider(),
+		Logger:         h.Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.Register(broadcast.NoopType, broadcast.Noop{}, broadcast.TypeOptions{MaxAttempts: cfg.MaxAttempts}); err != nil {
+		return err
+	}
+	for _, b := range h.broadcastTypes {
+		if err := e.Register(b.name, b.handler, b.opts); err != nil {
+			return err
+		}
+	}
+	h.broadcast = e
+	api.RegisterBroadcasts(h.API(), e)
+	ready := h.ReadyGate("broadcast recovery")
+	h.AddComponent("broadcast", func(ctx context.Context) error {
+		if err := e.Start(ctx); err != nil {
+			return err
+		}
+		ready()
+		return nil
+	}, func(context.Context) error {
+		err := e.Close()
+		kl.Close()
+		return err
+	})
+	return nil
+}
+
+// RegisterBroadcastType adds a built-in message type to the engine (call
+// it from an opener that runs before openBroadcast, e.g. the mapping's
+// topic.create/grow/remap/delete).
+func (h *Host) RegisterBroadcastType(name string, handler broadcast.Handler, opts broadcast.TypeOptions) {
+	h.broadcastTypes = append(h.broadcastTypes, broadcastType{name, handler, opts})
+}
+
+type broadcastType struct {
+	name    string
+	handler broadcast.Handler
+	opts    broadcast.TypeOptions
+}
+
+// Broadcast is the broadcast engine (nil before Open finished).
+func (h *Host) Broadcast() *broadcast.Engine { return h.broadcast }
+
+// keyLocker adapts builtin/locks to broadcast.Locker.
+type keyLocker struct{ l *locks.KeyLocker }
+
+func (k keyLocker) Lock(ctx context.Context, keys []abi.ResourceKey) (broadcast.Guard, error) {
+	g, err := k.l.Lock(ctx, "broadcast", keys)
+	if err != nil {
+		return nil, err
+	}
+	return lockGuard{g}, nil
+}
+
+func (k keyLocker) TryLock(keys []abi.ResourceKey) (broadcast.Guard, error) {
+	g, err := k.l.TryLock("broadcast", keys)
+	if err != nil {
+		return nil, err
+	}
+	return lockGuard{g}, nil
+}
+
+type lockGuard struct{ g *locks.Guard }
+
+func (g lockGuard) Release() { g.g.Unlock() }
+
+// pluginHandlers adapts runtime/wasm to broadcast.HandlerSource.
+type pluginHandlers struct {
+	rt          *wasm.Runtime
+	maxAttempts int
+}
+
+func (p pluginHandlers) Lookup(msgType string) (broadcast.Handler, broadcast.TypeOptions, bool) {
+	hs, ok := p.rt.Lookup(msgType)
+	if !ok {
+		return nil, broadcast.TypeOptions{}, false
+	}
+	return pluginHandler{rt: p.rt, hs: hs}, broadcast.TypeOptions{MaxAttempts: p.maxAttempts}, true
+}
+
+type pluginHandler struct {
+	rt *wasm.Runtime
+	hs wasm.Handlers
+}
+
+func envelope(m *broadcast.Message) *abi.Message {
+	return &abi.Message{Type: m.Type, Payload: m.Payload, Properties: m.Properties}
+}
+
+func (p pluginHandler) ResourceKeys(ctx context.Context, m *broadcast.Message) ([]abi.ResourceKey, error) {
+	if !p.hs.ResourceKeys {
+		return nil, nil
+	}
+	return p.rt.ResourceKeys(ctx, envelope(m))
+}
+
+func (p pluginHandler) Validate(ctx context.Context, m *broadcast.Message, kv catalog.Reader) error {
+	if !p.hs.Validate {
+		return nil
+	}
+	return p.rt.Validate(ctx, envelope(m), kv)
+}
+
+func (p pluginHandler) Ack(ctx context.Context, c *broadcast.AckCall) (broadcast.AckResult, error) {
+	if !p.hs.Ack {
+		return broadcast.AckResult{}, nil
+	}
+	env := envelope(&c.Message)
+	env.ID, env.Attempt, env.TraceParent = c.BroadcastID, uint32(c.Attempt), c.TraceParent
+	for _, cp := range c.Appends {
+		env.VChannels = append(env.VChannels, abi.VChannel{Name: cp.VChannel, Appended: true,
+			LogicOffset: cp.Offset, PhysicalQueue: cp.PhysicalQueue, TimeTick: cp.TimeTick})
+	}
+	res, err := p.rt.Ack(ctx, env)
+	if err != nil {
+		if wasm.IsPermanent(err) {
+			return broadcast.AckResult{}, broadcast.Permanent(err)
+		}
+		return broadcast.AckResult{}, err
+	}
+	if res == nil {
+		return broadcast.AckResult{}, errors.New("host: plugin returned no ack result")
+	}
+	return broadcast.AckResult{Checks: res.Checks, RangeChecks: res.RangeChecks, Ops: res.Ops}, nil
+}
