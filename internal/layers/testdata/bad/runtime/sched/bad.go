@@ -1,0 +1,3 @@
+package sched
+
+import _ "go.opentelemetry.io/otel/exporters/prometheus"

@@ -1,0 +1,3 @@
+package abi
+
+import _ "example.com/bad/runtime/sched"
