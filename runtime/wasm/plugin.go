@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -250,6 +251,9 @@ func sig(params, results []api.ValueType) string {
 	return "(" + names(params) + ")->(" + names(results) + ")"
 }
 
+// initTimeout is the least time _initialize gets.
+const initTimeout = 10 * time.Second
+
 // instantiate creates an instance and runs _initialize. first records the
 // registrations; later instances must register exactly the same handlers.
 func (v *version) instantiate(ctx context.Context, first bool) (*instance, error) {
@@ -266,7 +270,9 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		WithStderr(inst.stderr)
 	// No WithFS/WithEnv/WithArgs: no filesystem, environment or arguments.
 	// Nanosleep stays wazero's no-op: guests cannot sleep.
-	ictx, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
+	// Initialization is bounded separately: a short call timeout must not
+	// make a plugin unloadable on a slow machine.
+	ictx, cancel := context.WithTimeout(ctx, max(v.limits.CallTimeout, initTimeout))
 	defer cancel()
 	ictx = context.WithValue(ictx, stateKey, inst.cs)
 	inst.cs.begin(0, nil, nil)
@@ -319,7 +325,7 @@ func (v *version) startError(step string, err error, inst *instance) error {
 	inst.stdout.flush()
 	inst.stderr.flush()
 	msg := err.Error()
-	if tail := inst.stderr.tailString(); tail != "" {
+	if tail := inst.stderr.summary(); tail != "" {
 		msg += "; stderr: " + tail
 	}
 	return fmt.Errorf("%s: %s", step, msg)
@@ -433,7 +439,7 @@ func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32
 	cctx = context.WithValue(cctx, stateKey, inst.cs)
 	cs := inst.cs
 	cs.begin(kind, kv, span)
-	inst.stderr.tail = inst.stderr.tail[:0]
+	inst.stderr.reset()
 	inst.buf = input(inst.buf[:0])
 	n := uint32(len(inst.buf))
 	callErr := inst.write(cctx, n)
@@ -500,14 +506,14 @@ func nonEmpty(s, def string) string {
 // classify turns a failed guest call into a PluginError.
 func (v *version) classify(parent, cctx context.Context, kind abi.Kind, name string, err error, inst *instance) *PluginError {
 	pe := &PluginError{Plugin: v.name, Handler: kind.String(), Name: name}
-	stderr := inst.stderr.tailString()
+	stderr := inst.stderr.summary()
 	var exit *sys.ExitError
 	switch {
 	case parent.Err() != nil:
 		pe.Kind, pe.Message = KindCanceled, "caller's context ended during the call: "+parent.Err().Error()
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
 		pe.Kind, pe.Message = KindTimeout, fmt.Sprintf("call exceeded the %s call timeout", v.limits.CallTimeout)
-	case strings.Contains(stderr, "out of memory"):
+	case inst.stderr.oom:
 		pe.Kind, pe.Message = KindOOM, fmt.Sprintf("out of memory (limit %d bytes): %s", v.limits.MemoryLimit, stderr)
 	case inst.cs.hasError:
 		pe.Kind, pe.Message = KindPanic, inst.cs.errMsg
@@ -533,53 +539,62 @@ func firstLine(s string) string {
 }
 
 // stdio captures a guest's stdout or stderr into the log, line by line,
-// within the call's log budget, and keeps the last bytes for error
-// messages.
+// within the call's log budget, and keeps the beginning of what one call
+// wrote for error messages (a Go guest's fatal error starts with the
+// reason, then dumps every goroutine).
 type stdio struct {
 	cs     *callState
 	stream string
 	level  slog.Level
 	line   []byte
-	tail   []byte
+	head   []byte
+	oom    bool
 }
 
-const tailMax = 1024
+const headMax = 1024
 
 func (s *stdio) Write(p []byte) (int, error) {
-	s.tail = append(s.tail, p...)
-	if len(s.tail) > 2*tailMax {
-		s.tail = append(s.tail[:0], s.tail[len(s.tail)-tailMax:]...)
+	if room := headMax - len(s.head); room > 0 {
+		s.head = append(s.head, p[:min(room, len(p))]...)
 	}
 	s.line = append(s.line, p...)
 	for {
-		i := strings.IndexByte(string(s.line), '\n')
+		i := bytes.IndexByte(s.line, '\n')
 		if i < 0 {
 			break
 		}
-		s.cs.log(context.Background(), s.level, s.stream, s.line[:i])
+		s.emit(s.line[:i])
 		s.line = append(s.line[:0], s.line[i+1:]...)
 	}
 	if len(s.line) > 4096 {
-		s.cs.log(context.Background(), s.level, s.stream, s.line)
+		s.emit(s.line)
 		s.line = s.line[:0]
 	}
 	return len(p), nil
 }
 
+func (s *stdio) emit(line []byte) {
+	if bytes.Contains(line, []byte("out of memory")) {
+		s.oom = true
+	}
+	s.cs.log(context.Background(), s.level, s.stream, line)
+}
+
 func (s *stdio) flush() {
 	if len(s.line) > 0 {
-		s.cs.log(context.Background(), s.level, s.stream, s.line)
+		s.emit(s.line)
 		s.line = s.line[:0]
 	}
 }
 
-// tailString returns the end of what was written since the last call to
-// tailString, one line-joined string.
-func (s *stdio) tailString() string {
-	t := s.tail
-	if len(t) > tailMax {
-		t = t[len(t)-tailMax:]
+// reset forgets what the previous call wrote.
+func (s *stdio) reset() { s.head, s.oom = s.head[:0], false }
+
+// summary returns the first lines the current call wrote, joined.
+func (s *stdio) summary() string {
+	lines := strings.Split(strings.TrimSpace(string(s.head)), "\n")
+	if len(lines) > 4 {
+		lines = lines[:4]
 	}
-	s.tail = s.tail[:0]
-	return strings.Join(strings.Fields(strings.ReplaceAll(string(t), "\n", " | ")), " ")
+	return strings.TrimSpace(strings.Join(lines, " | "))
 }

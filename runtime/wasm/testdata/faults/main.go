@@ -48,7 +48,7 @@ func init() {
 		if string(m.Payload) != "big" {
 			return []abi.ResourceKey{{Domain: "d", Key: "k"}}, nil
 		}
-		keys := make([]abi.ResourceKey, 200000)
+		keys := make([]abi.ResourceKey, 20000)
 		for i := range keys {
 			keys[i] = abi.ResourceKey{Domain: "domain", Key: "some-long-key-name"}
 		}
