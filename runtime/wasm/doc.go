@@ -1,0 +1,81 @@
+// Package wasm runs hostd's WebAssembly plugins (ABI v1, see sdk/abi and
+// docs/plugin-abi.md) on wazero. It is the only package that imports
+// wazero.
+//
+// # Using it
+//
+//	rt, err := wasm.New(ctx, wasm.Config{
+//		Dir:      "/var/lib/hostd/plugins",     // every *.wasm is a plugin
+//		Plugins:  []wasm.Spec{{Name: "collections", Config: map[string]string{"x": "y"}}},
+//		CacheDir: "/var/lib/hostd/wasm-cache",  // on-disk compilation cache
+//		Store:    catalogStore,                 // plugin KV
+//		InUse:    engine.TypeInUse,             // guards reloads
+//	})
+//	// err lists plugins that failed to load (*LoadError each); rt is usable.
+//	defer rt.Close()
+//
+// The broadcast engine and the mapping module call plugins through:
+//
+//	rt.Lookup(msgType) (Handlers{Plugin, Ack, Validate, ResourceKeys}, bool)
+//	rt.ResourceKeys(ctx, *abi.Message) ([]abi.ResourceKey, error)
+//	rt.Validate(ctx, *abi.Message, snapshot catalog.Reader) error   // read-only KV
+//	rt.Ack(ctx, *abi.Message) (*AckResult, error)                    // staged KV
+//	rt.Policy(ctx, name, *abi.PolicyInput) (abi.PolicyOutput, error) // read-only KV
+//
+// Operators use List, Reload, KVGet and KVScan (host/api, hostd plugin).
+//
+// Call errors are *PluginError{Plugin, Handler, Name, Kind, Message};
+// IsPermanent(err) says whether retrying can help (a handler's
+// sdk.Permanent error, or output that is too large or does not decode).
+// Traps, panics, OOM and timeouts are retryable: the instance was replaced.
+// ErrNoHandler means no plugin registered that handler.
+//
+// # Plugin KV and exactly-once callbacks
+//
+// Each plugin's KV lives under catalog key prefix "pkv/<plugin>/". An ack
+// callback's writes are staged (its reads see them) and returned in
+// AckResult.Ops together with Checks (the version of every key it read; 0 =
+// absent) and RangeChecks (every scanned range with the records seen). The
+// caller commits all three in one catalog.Batch with its own state change
+// (the task's TOMBSTONE), so a callback's KV effects happen exactly once;
+// catalog.ErrConflict means something it read changed: run it again.
+// Quotas (keys, bytes) are checked when a write is staged against the
+// committed usage (refreshed at most every Config.QuotaRefresh) plus the
+// call's own staged writes.
+//
+// # Implementation notes
+//
+// Each plugin version has its own wazero.Runtime (so memory limits are per
+// plugin) with the hostd host module and WASI preview 1 instantiated once,
+// the compiled module (through the shared on-disk compilation cache), and
+// a pool (a buffered channel) of warm instances, each with cached
+// api.Function handles, a reusable input buffer in guest memory and a
+// reusable callState. One call per instance at a time: the pool hands an
+// instance to exactly one caller. Host functions find the callState through
+// the call's context.
+//
+// Every runtime uses WithCloseOnContextDone(true): without it an endless
+// loop cannot be stopped (and would stall the next GC stop-the-world). An
+// instance whose call failed in any way other than a handler's returned
+// error (trap, panic, proc_exit, timeout, cancellation) is closed and its
+// slot refilled by a background goroutine, with exponential backoff while
+// instantiation fails (Config.BackoffInitial..BackoffMax on Config.Clock);
+// calls fail with KindUnavailable while no instance is alive and starting
+// one keeps failing.
+//
+// Guests get no filesystem, environment, arguments or network, and sleep
+// is a no-op; they do get the real wall clock, monotonic clock and
+// crypto/rand (wazero's defaults are fake). stdout and stderr are logged
+// line by line with the plugin's name, within MaxLogBytes per call.
+//
+// Before instantiating, a compiled module's imports are checked against
+// the host functions and WASI functions offered (name and signature) and
+// its exports against ABI v1; the load error names the file and every
+// problem.
+//
+// Reload compiles, validates and starts every new or changed file first,
+// then swaps the route table under the lock. A replaced version is retired
+// and closed when its last in-flight call returns (refcount). Locking:
+// reloadMu serializes New/Reload/Close; mu guards versions, routes and
+// loadErrs; no lock is held while calling a guest.
+package wasm
