@@ -24,7 +24,7 @@ var commands = []func(g *globals) *cobra.Command{
 	newVersionCmd,
 	// newBackupCmd,
 	// newRestoreCmd,
-	// newBroadcastCmd,
+	newBroadcastCmd,
 	// newLockCmd,
 	// newTopicCmd,
 	// newPluginCmd,
