@@ -2,6 +2,43 @@
 
 GO ?= go
 
+# `make test` is the README's test command and what .ci/run runs:
+# gofmt (fails on any diff), go vet, staticcheck (run as a tool, not in
+# go.mod), the layer test, and the race-enabled test suite.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+TEST_TIMEOUT ?= 20m
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+
+.PHONY: test check fmt-check vet staticcheck layers race build
+test: check
+
+check: fmt-check vet staticcheck layers race
+
+fmt-check:
+	@echo "== gofmt"
+	@out=$$(find . -name '*.go' -not -path './.git/*' -not -path '*/testdata/*' -print0 | xargs -0 gofmt -l); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; gofmt -d $$out | head -50; exit 1; fi
+
+vet:
+	@echo "== go vet"
+	$(GO) vet ./...
+
+staticcheck:
+	@echo "== staticcheck"
+	$(GO) run $(STATICCHECK) ./...
+
+layers:
+	@echo "== layer test"
+	$(GO) test -count=1 ./internal/layers/
+
+race:
+	@echo "== go test -race"
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+
+# build writes bin/hostd with the version stamped in.
+build:
+	$(GO) build -o bin/hostd -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" ./cmd/hostd
+
 .PHONY: plugins
 # plugins builds every plugin in plugins/ to bin/plugins/<name>.wasm
 # (the documented build line; built .wasm files are not committed).
