@@ -158,6 +158,7 @@ type queue struct {
 type appendReq struct {
 	ctx     context.Context
 	recs    []Record
+	extra   func([]Entry) []catalog.Op
 	size    int
 	state   int // 0 queued, 1 taken, 2 canceled
 	lead    chan struct{}
@@ -363,11 +364,21 @@ func (w *WAL) Changed(queue string) {
 // Errors: ErrNoQueue, ErrSealed, ErrTooLarge, ErrInvalid, ErrClosed,
 // ctx.Err(), or a wrapped catalog error.
 func (w *WAL) Append(ctx context.Context, queue string, recs []Record) ([]Entry, error) {
+	return w.AppendWith(ctx, queue, recs, nil)
+}
+
+// AppendWith is Append with extra catalog writes committed atomically with
+// the entries: extra is called with the entries' assigned offsets and
+// ticks while the batch is formed, and its ops go into the same commit
+// (callers write only under their own namespace; the mapping stores
+// producer idempotency state this way). extra must be fast and must not
+// call the WAL.
+func (w *WAL) AppendWith(ctx context.Context, queue string, recs []Record, extra func([]Entry) []catalog.Op) ([]Entry, error) {
 	start := time.Now()
 	ctx, span := w.tracer.Start(ctx, "wal.Append", trace.WithAttributes(
 		attribute.String("hostd.wal.queue", queue), attribute.Int("hostd.wal.records", len(recs))))
 	defer span.End()
-	ents, err := w.append(ctx, queue, recs)
+	ents, err := w.append(ctx, queue, recs, extra)
 	attrs := metric.WithAttributes(attribute.Bool("ok", err == nil))
 	w.mLatency.Record(ctx, time.Since(start).Seconds(), attrs)
 	if err != nil {
@@ -383,7 +394,7 @@ func (w *WAL) Append(ctx context.Context, queue string, recs []Record) ([]Entry,
 	return ents, nil
 }
 
-func (w *WAL) append(ctx context.Context, queue string, recs []Record) ([]Entry, error) {
+func (w *WAL) append(ctx context.Context, queue string, recs []Record, extra func([]Entry) []catalog.Op) ([]Entry, error) {
 	if err := ValidateQueueName(queue); err != nil {
 		return nil, err
 	}
@@ -408,7 +419,7 @@ func (w *WAL) append(ctx context.Context, queue string, recs []Record) ([]Entry,
 	if err != nil {
 		return nil, err
 	}
-	r := &appendReq{ctx: ctx, recs: recs, size: size, lead: make(chan struct{}, 1), done: make(chan struct{})}
+	r := &appendReq{ctx: ctx, recs: recs, extra: extra, size: size, lead: make(chan struct{}, 1), done: make(chan struct{})}
 	q.mu.Lock()
 	q.pending = append(q.pending, r)
 	if !q.running {
@@ -557,6 +568,9 @@ func (w *WAL) tryCommit(ctx context.Context, q *queue, batch []*appendReq, n int
 			m.lastTick = tick
 			off++
 			tick++
+		}
+		if p.extra != nil {
+			ops = append(ops, p.extra(p.entries)...)
 		}
 	}
 	m.next = off
@@ -793,6 +807,23 @@ func OffsetKeepingBytes(r catalog.Reader, queue string, maxBytes uint64) (uint64
 	return lo, nil
 }
 
+// BytesFrom returns the bytes held by entries [from, Max) of queue (0 if
+// from >= Max; from must be >= Min).
+func BytesFrom(r catalog.Reader, queue string, from uint64) (uint64, error) {
+	b, err := ReadBounds(r, queue)
+	if err != nil || from >= b.Max {
+		return 0, err
+	}
+	if from < b.Min {
+		return 0, &RangeError{Queue: queue, Offset: from, Min: b.Min, Max: b.Max}
+	}
+	_, cum, err := readEntry(r, queue, from)
+	if err != nil {
+		return 0, err
+	}
+	return b.Bytes - cum, nil
+}
+
 // RetainedBytes returns the bytes held by entries [Min, Max) of queue.
 func RetainedBytes(r catalog.Reader, queue string) (uint64, error) {
 	b, err := ReadBounds(r, queue)
@@ -926,6 +957,42 @@ func (w *WAL) finishDelete(ctx context.Context, queue string) error {
 			return nil
 		}
 	}
+}
+
+// ListQueues lists, on snapshot r, the existing physical queues with
+// names starting with prefix, in name order.
+func ListQueues(r catalog.Reader, prefix string) ([]string, error) {
+	var out []string
+	start := []byte(prefixMeta + prefix)
+	err := r.Scan(start, nil, func(kv catalog.KV) error {
+		if !bytes.HasPrefix(kv.Key, start) {
+			return catalog.ErrStop
+		}
+		m, err := decodeMeta(kv.Value)
+		if err != nil {
+			return &catalog.DecodeError{Key: kv.Key, Err: err}
+		}
+		if m.state != stateDeleting {
+			out = append(out, string(kv.Key[len(prefixMeta):]))
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DropEmptyOps returns the writes that remove queue if, in snapshot r, it
+// never held an entry, with the check that it still has none at commit.
+// Errors: ErrNoQueue; ErrInvalid if the queue is not empty.
+func DropEmptyOps(r catalog.Reader, queue string) ([]catalog.Op, []catalog.Check, error) {
+	m, ver, err := readMeta(r, queue)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.next != 0 {
+		return nil, nil, fmt.Errorf("%w: queue %q is not empty", ErrInvalid, queue)
+	}
+	return []catalog.Op{{Key: metaKey(queue), Delete: true}, {Key: minKey(queue), Delete: true}},
+		[]catalog.Check{{Key: metaKey(queue), Version: ver}}, nil
 }
 
 // Queues lists the existing physical queues with names starting with

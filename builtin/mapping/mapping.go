@@ -1,0 +1,356 @@
+package mapping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/sched"
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+var walErrOutOfRange = wal.ErrOutOfRange
+
+// Broker is a configured broker.
+type Broker struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Config configures Open.
+type Config struct {
+	// Store is the catalog; WAL holds the physical queues. Required.
+	Store catalog.Store
+	WAL   *wal.WAL
+	// Brokers are the candidate brokers. Default: one broker "local".
+	Brokers []Broker
+	// Policies adds named policies (plugin policies, adapted by host) to
+	// the built-in "balanced".
+	Policies map[string]Policy
+	// ControlRetention is the control channel's retention. Default: none.
+	ControlRetention Retention
+	// RetentionInterval is how often Run applies retention. Default 1m.
+	RetentionInterval time.Duration
+	// HoldTimeout bounds how long appends to a queue being remapped wait
+	// for the remap to commit. Default 2s.
+	HoldTimeout time.Duration
+	Clock       sched.Clock
+	// MeterProvider, TracerProvider, Logger: defaults are no-ops.
+	MeterProvider  metric.MeterProvider
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if len(c.Brokers) == 0 {
+		c.Brokers = []Broker{{Name: "local"}}
+	}
+	if c.RetentionInterval == 0 {
+		c.RetentionInterval = time.Minute
+	}
+	if c.HoldTimeout == 0 {
+		c.HoldTimeout = 2 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = sched.Real
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("mapping.store: required"))
+	}
+	if c.WAL == nil {
+		errs = append(errs, errors.New("mapping.wal: required"))
+	}
+	seen := map[string]bool{}
+	for i, b := range c.Brokers {
+		if err := ValidateBrokerName(b.Name); err != nil {
+			errs = append(errs, fmt.Errorf("mapping.brokers[%d]: %w", i, err))
+		}
+		if seen[b.Name] {
+			errs = append(errs, fmt.Errorf("mapping.brokers[%d]: duplicate broker %q", i, b.Name))
+		}
+		seen[b.Name] = true
+	}
+	for name := range c.Policies {
+		if name == BalancedName {
+			errs = append(errs, fmt.Errorf("mapping.policies: %q is built in", name))
+		}
+	}
+	if c.RetentionInterval < 0 || c.HoldTimeout < 0 {
+		errs = append(errs, errors.New("mapping: retention_interval and hold_timeout must be >= 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Mapping is the static-topic service: it owns the mapping records, is the
+// broadcast engine's wal.Resolver (vchannel "topic/N" → leader segment),
+// and serves reads, offsets, consumer groups and retention.
+type Mapping struct {
+	cfg     Config
+	store   catalog.Store
+	w       *wal.WAL
+	brokers map[string]Broker
+	tracer  trace.Tracer
+	log     *slog.Logger
+	met     metrics
+
+	mu     sync.RWMutex
+	topics map[string]*cached // a hint: validated by the WAL on every append
+	holds  map[string]*hold   // vchannel → remap in progress
+
+	prodMu sync.Mutex
+	prods  map[string]*producer
+}
+
+type cached struct {
+	t      *Topic
+	queues []*LogicQueue
+}
+
+type hold struct {
+	gen   uint64 // leader gen when the hold was taken
+	until time.Time
+	ch    chan struct{}
+}
+
+type metrics struct {
+	ops      metric.Int64Counter
+	appends  metric.Int64Counter
+	reads    metric.Int64Counter
+	moved    metric.Int64Counter
+	trimmed  metric.Int64Counter
+	dropped  metric.Int64Counter
+	conflict metric.Int64Counter
+}
+
+// Open loads and checks every topic (an invariant violation is an error
+// naming topic, queue and segment) and creates the control topic if absent.
+func Open(ctx context.Context, cfg Config) (*Mapping, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Mapping{cfg: cfg, store: cfg.Store, w: cfg.WAL, brokers: map[string]Broker{},
+		topics: map[string]*cached{}, holds: map[string]*hold{}, prods: map[string]*producer{}, log: cfg.Logger}
+	for _, b := range cfg.Brokers {
+		m.brokers[b.Name] = b
+	}
+	m.tracer = cfg.TracerProvider.Tracer("github.com/hostd-dev/hostd/builtin/mapping")
+	mt := cfg.MeterProvider.Meter("github.com/hostd-dev/hostd/builtin/mapping")
+	m.met.ops, _ = mt.Int64Counter("hostd.mapping.operations", metric.WithDescription("mapping operations by kind and outcome"))
+	m.met.appends, _ = mt.Int64Counter("hostd.mapping.appended", metric.WithDescription("records appended to logic queues"))
+	m.met.reads, _ = mt.Int64Counter("hostd.mapping.read", metric.WithDescription("records read from logic queues"))
+	m.met.moved, _ = mt.Int64Counter("hostd.mapping.moved_queues", metric.WithDescription("logic queues moved by remaps"))
+	m.met.trimmed, _ = mt.Int64Counter("hostd.mapping.retention_trimmed", metric.WithDescription("entries removed by retention"))
+	m.met.dropped, _ = mt.Int64Counter("hostd.mapping.segments_dropped", metric.WithDescription("closed segments dropped by retention"))
+	m.met.conflict, _ = mt.Int64Counter("hostd.mapping.conflicts", metric.WithDescription("mapping commits retried after a conflict"))
+
+	if err := m.loadAll(ctx); err != nil {
+		return nil, err
+	}
+	if _, ok := m.topics[ControlTopic]; !ok {
+		names := m.brokerNames()
+		_, err := m.Apply(ctx, Change{Kind: KindCreate, Topic: ControlTopic, Queues: 1, Brokers: names[:1]})
+		if err != nil && !errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("mapping: create control topic: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *Mapping) brokerNames() []string {
+	out := make([]string, 0, len(m.brokers))
+	for n := range m.brokers {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Brokers returns the configured brokers sorted by name.
+func (m *Mapping) Brokers() []Broker {
+	out := make([]Broker, 0, len(m.brokers))
+	for _, n := range m.brokerNames() {
+		out = append(out, m.brokers[n])
+	}
+	return out
+}
+
+// loadAll loads every topic and checks the invariants across the catalog.
+func (m *Mapping) loadAll(ctx context.Context) error {
+	all := map[string]*cached{}
+	err := m.store.View(ctx, func(r catalog.Reader) error {
+		var names []string
+		err := r.Scan([]byte(prefixTopic), []byte(catalog.NSMapping+"t0"), func(kv catalog.KV) error {
+			names = append(names, string(kv.Key[len(prefixTopic):]))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		used := map[string]string{}
+		for _, n := range names {
+			c, err := loadTopic(r, n, used)
+			if err != nil {
+				return err
+			}
+			all[n] = c
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("mapping: load: %w", err)
+	}
+	m.mu.Lock()
+	m.topics = all
+	m.mu.Unlock()
+	return nil
+}
+
+// loadTopic reads a topic and its queues from r and checks invariants.
+func loadTopic(r catalog.Reader, name string, used map[string]string) (*cached, error) {
+	c, _, _, err := loadTopicVersions(r, name)
+	if err != nil {
+		return nil, err
+	}
+	if used == nil {
+		used = map[string]string{}
+	}
+	if err := checkTopic(c.t, c.queues, used); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func loadTopicVersions(r catalog.Reader, name string) (*cached, catalog.Version, []catalog.Version, error) {
+	v, ver, err := r.Get(topicKey(name))
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, 0, nil, fmt.Errorf("%w: topic %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	t, err := decodeTopic(topicKey(name), v)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	c := &cached{t: t, queues: make([]*LogicQueue, t.Queues)}
+	vers := make([]catalog.Version, t.Queues)
+	start, end := queueRange(name)
+	err = r.Scan(start, end, func(kv catalog.KV) error {
+		q, err := decodeQueue(kv.Key, kv.Value)
+		if err != nil {
+			return err
+		}
+		if q.ID < 0 || q.ID >= t.Queues {
+			return &InvariantError{Topic: name, Queue: q.ID, Segment: -1, Reason: fmt.Sprintf("logic queue beyond the topic's %d queues", t.Queues)}
+		}
+		c.queues[q.ID] = q
+		vers[q.ID] = kv.Version
+		return nil
+	})
+	return c, ver, vers, err
+}
+
+// Refresh reloads topic from the catalog into the cache (after a change
+// committed by the broadcast engine), wakes long-poll readers and releases
+// appends held for a remap of its queues.
+func (m *Mapping) Refresh(ctx context.Context, topic string) error {
+	var c *cached
+	err := m.store.View(ctx, func(r catalog.Reader) error {
+		var err error
+		c, err = loadTopic(r, topic, nil)
+		return err
+	})
+	m.mu.Lock()
+	old := m.topics[topic]
+	if errors.Is(err, ErrNotFound) {
+		delete(m.topics, topic)
+	} else if err == nil {
+		m.topics[topic] = c
+	}
+	var changed []string
+	if c != nil {
+		for i, q := range c.queues {
+			vc := VChannel(topic, i)
+			if h := m.holds[vc]; h != nil && q.Leader().Gen != h.gen {
+				close(h.ch)
+				delete(m.holds, vc)
+			}
+			if old != nil && i < len(old.queues) && old.queues[i].Leader().Gen != q.Leader().Gen {
+				for _, s := range old.queues[i].Segments {
+					changed = append(changed, s.PhysicalQueue())
+				}
+			}
+		}
+	} else if old != nil {
+		for _, q := range old.queues {
+			changed = append(changed, q.Leader().PhysicalQueue())
+		}
+	}
+	m.mu.Unlock()
+	for _, pq := range changed {
+		m.w.Changed(pq)
+	}
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// queueOf returns the cached logic queue, loading the topic on a miss.
+func (m *Mapping) queueOf(ctx context.Context, topic string, id int) (*LogicQueue, error) {
+	m.mu.RLock()
+	c := m.topics[topic]
+	m.mu.RUnlock()
+	if c == nil || id >= len(c.queues) {
+		if err := m.Refresh(ctx, topic); err != nil {
+			return nil, err
+		}
+		m.mu.RLock()
+		c = m.topics[topic]
+		m.mu.RUnlock()
+	}
+	if c == nil || id < 0 || id >= len(c.queues) {
+		return nil, fmt.Errorf("%w: %q", wal.ErrNoChannel, VChannel(topic, id))
+	}
+	return c.queues[id], nil
+}
+
+func (m *Mapping) span(ctx context.Context, op string, attrs ...attribute.KeyValue) (context.Context, func(*error)) {
+	ctx, sp := m.tracer.Start(ctx, "mapping."+op, trace.WithAttributes(attrs...))
+	return ctx, func(errp *error) {
+		ok := errp == nil || *errp == nil
+		if !ok {
+			sp.RecordError(*errp)
+			sp.SetStatus(codes.Error, (*errp).Error())
+		}
+		m.met.ops.Add(ctx, 1, metric.WithAttributes(attribute.String("op", op), attribute.Bool("ok", ok)))
+		sp.End()
+	}
+}

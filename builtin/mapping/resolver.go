@@ -1,0 +1,419 @@
+package mapping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+var _ wal.Resolver = (*Mapping)(nil)
+
+func (m *Mapping) parse(vchannel string) (string, int, error) {
+	t, q, err := ParseVChannel(vchannel)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: %v", wal.ErrNoChannel, err)
+	}
+	return t, q, nil
+}
+
+// Check implements wal.Resolver: nil if vchannel is an existing logic
+// queue "topic/N".
+func (m *Mapping) Check(ctx context.Context, vchannel string) error {
+	t, q, err := m.parse(vchannel)
+	if err != nil {
+		return err
+	}
+	_, err = m.queueOf(ctx, t, q)
+	return err
+}
+
+// AppendOptions carry producer idempotency: a retried append with the same
+// (ProducerID, Seq) returns the original positions instead of appending
+// twice. Seq must increase per producer and logic queue.
+type AppendOptions struct {
+	ProducerID string
+	Seq        uint64
+}
+
+// Append implements wal.Resolver: it appends to the logic queue's leader
+// segment and returns logic offsets.
+func (m *Mapping) Append(ctx context.Context, vchannel string, recs []wal.Record) ([]wal.Position, error) {
+	pos, _, err := m.AppendOpts(ctx, vchannel, recs, AppendOptions{})
+	return pos, err
+}
+
+// AppendOpts is Append with producer idempotency. dup reports a retried
+// (producer, seq) whose original positions are returned.
+// Errors: wal.ErrNoChannel, ErrSequence, ErrInvalid, WAL errors.
+func (m *Mapping) AppendOpts(ctx context.Context, vchannel string, recs []wal.Record, o AppendOptions) (pos []wal.Position, dup bool, err error) {
+	ctx, end := m.span(ctx, "append", attribute.String("hostd.vchannel", vchannel), attribute.Int("hostd.records", len(recs)))
+	defer end(&err)
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return nil, false, err
+	}
+	if o.ProducerID != "" {
+		return m.appendIdempotent(ctx, vchannel, t, id, recs, o)
+	}
+	pos, err = m.appendLeader(ctx, vchannel, t, id, recs, nil)
+	return pos, false, err
+}
+
+// appendLeader appends to the current leader, following remaps: a sealed
+// leader (ErrSealed) means a remap committed, so the cache is refreshed and
+// the append goes to the new leader. Every append thus lands either in the
+// old segment before its end was fixed, or in the new one.
+func (m *Mapping) appendLeader(ctx context.Context, vchannel, topic string, id int, recs []wal.Record,
+	extra func(first uint64, ents []wal.Entry) []catalog.Op) ([]wal.Position, error) {
+	for attempt := 0; ; attempt++ {
+		if err := m.waitHold(ctx, vchannel, topic); err != nil {
+			return nil, err
+		}
+		q, err := m.queueOf(ctx, topic, id)
+		if err != nil {
+			return nil, err
+		}
+		lead := *q.Leader()
+		pq := lead.PhysicalQueue()
+		var ex func([]wal.Entry) []catalog.Op
+		if extra != nil {
+			ex = func(ents []wal.Entry) []catalog.Op {
+				return extra(lead.LogicOffset+ents[0].Offset-lead.StartOffset, ents)
+			}
+		}
+		ents, err := m.w.AppendWith(ctx, pq, recs, ex)
+		if (errors.Is(err, wal.ErrSealed) || errors.Is(err, wal.ErrNoQueue)) && attempt < 50 {
+			if rerr := m.Refresh(ctx, topic); rerr != nil {
+				return nil, rerr
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out := make([]wal.Position, len(ents))
+		for i, e := range ents {
+			out[i] = wal.Position{VChannel: vchannel, Offset: lead.LogicOffset + e.Offset - lead.StartOffset,
+				Queue: pq, QueueOffset: e.Offset, Tick: e.Tick}
+		}
+		m.met.appends.Add(ctx, int64(len(out)))
+		return out, nil
+	}
+}
+
+// waitHold blocks while a remap of vchannel is being committed.
+func (m *Mapping) waitHold(ctx context.Context, vchannel, topic string) error {
+	for {
+		m.mu.RLock()
+		h := m.holds[vchannel]
+		var until time.Time
+		if h != nil {
+			until = h.until
+		}
+		m.mu.RUnlock()
+		if h == nil {
+			return nil
+		}
+		now := m.cfg.Clock.Now()
+		if !now.Before(until) {
+			m.mu.Lock()
+			if m.holds[vchannel] == h {
+				delete(m.holds, vchannel)
+				close(h.ch)
+			}
+			m.mu.Unlock()
+			return nil
+		}
+		wait := until.Sub(now)
+		if wait > 20*time.Millisecond {
+			wait = 20 * time.Millisecond
+		}
+		select {
+		case <-h.ch:
+		case <-time.After(wait):
+			// The remap may have been committed by the broadcast engine:
+			// Refresh releases the hold once the new leader is visible.
+			if err := m.Refresh(ctx, topic); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// segEnd returns the exclusive logic end of segment s given its physical
+// bounds.
+func segEnd(s Segment, b wal.Bounds) uint64 {
+	if s.Closed() {
+		return s.LogicOffset + s.Len()
+	}
+	return s.LogicOffset + b.Max - s.StartOffset
+}
+
+type qview struct {
+	q      *LogicQueue
+	bounds []wal.Bounds
+	min    uint64
+	max    uint64
+	first  int // first segment that still holds data (or the leader)
+}
+
+// view reads a logic queue and its segments' physical bounds from r.
+func view(r catalog.Reader, topic string, id int) (*qview, error) {
+	v, _, err := r.Get(queueKey(topic, id))
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q", wal.ErrNoChannel, VChannel(topic, id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	q, err := decodeQueue(queueKey(topic, id), v)
+	if err != nil {
+		return nil, err
+	}
+	if len(q.Segments) == 0 {
+		return nil, &InvariantError{Topic: topic, Queue: id, Segment: -1, Reason: "no segments"}
+	}
+	qv := &qview{q: q, bounds: make([]wal.Bounds, len(q.Segments)), first: -1}
+	for i, s := range q.Segments {
+		b, err := wal.ReadBounds(r, s.PhysicalQueue())
+		if err != nil {
+			if errors.Is(err, wal.ErrNoQueue) && s.Closed() {
+				// Retention removed it but has not dropped the segment yet.
+				e := *s.EndOffset
+				b = wal.Bounds{Min: e, Max: e, Sealed: true}
+			} else {
+				return nil, fmt.Errorf("mapping: %s segment %d: %w", VChannel(topic, id), i, err)
+			}
+		}
+		qv.bounds[i] = b
+		last := i == len(q.Segments)-1
+		if qv.first < 0 && (last || b.Min < *s.EndOffset) {
+			qv.first = i
+			mn := b.Min
+			if mn < s.StartOffset {
+				mn = s.StartOffset
+			}
+			qv.min = s.LogicOffset + mn - s.StartOffset
+		}
+	}
+	lead := q.Segments[len(q.Segments)-1]
+	qv.max = segEnd(lead, qv.bounds[len(q.Segments)-1])
+	return qv, nil
+}
+
+// Bounds implements wal.Resolver: the retained logic range [min, max).
+func (m *Mapping) Bounds(ctx context.Context, vchannel string) (min, max uint64, err error) {
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return 0, 0, err
+	}
+	err = m.store.View(ctx, func(r catalog.Reader) error {
+		qv, err := view(r, t, id)
+		if err != nil {
+			return err
+		}
+		min, max = qv.min, qv.max
+		return nil
+	})
+	return min, max, err
+}
+
+// Read implements wal.Resolver: up to limit messages from logic offset
+// from, continuing across segment boundaries. Errors: wal.ErrNoChannel,
+// *RangeError (from < min or from > max; matches ErrOutOfRange and
+// wal.ErrOutOfRange).
+func (m *Mapping) Read(ctx context.Context, vchannel string, from uint64, limit int) (out []wal.Message, err error) {
+	ctx, end := m.span(ctx, "read", attribute.String("hostd.vchannel", vchannel), attribute.Int64("hostd.from", int64(from)))
+	defer end(&err)
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit must be > 0", ErrInvalid)
+	}
+	err = m.store.View(ctx, func(r catalog.Reader) error {
+		out, err = readView(r, vchannel, t, id, from, limit)
+		return err
+	})
+	m.met.reads.Add(ctx, int64(len(out)))
+	return out, err
+}
+
+func readView(r catalog.Reader, vchannel, t string, id int, from uint64, limit int) ([]wal.Message, error) {
+	qv, err := view(r, t, id)
+	if err != nil {
+		return nil, err
+	}
+	if from < qv.min || from > qv.max {
+		return nil, &RangeError{VChannel: vchannel, Offset: from, Min: qv.min, Max: qv.max}
+	}
+	var out []wal.Message
+	for i := qv.first; i < len(qv.q.Segments) && len(out) < limit; i++ {
+		s := qv.q.Segments[i]
+		e := segEnd(s, qv.bounds[i])
+		if from >= e {
+			continue
+		}
+		pq := s.PhysicalQueue()
+		ents, err := wal.ReadFrom(r, pq, s.StartOffset+from-s.LogicOffset, limit-len(out))
+		if err != nil {
+			return nil, fmt.Errorf("mapping: read %s segment %d (%s): %w", vchannel, i, pq, err)
+		}
+		for _, en := range ents {
+			out = append(out, wal.Message{
+				Position: wal.Position{VChannel: vchannel, Offset: s.LogicOffset + en.Offset - s.StartOffset, Queue: pq, QueueOffset: en.Offset, Tick: en.Tick},
+				Payload:  en.Payload, Props: en.Props,
+			})
+		}
+		from += uint64(len(ents))
+		if from < e {
+			break // limit reached inside this segment
+		}
+	}
+	return out, nil
+}
+
+// Wait implements wal.Resolver: blocks until the logic queue's max exceeds
+// offset, following remaps, or ctx ends.
+func (m *Mapping) Wait(ctx context.Context, vchannel string, offset uint64) error {
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return err
+	}
+	for {
+		var qv *qview
+		err := m.store.View(ctx, func(r catalog.Reader) error {
+			var err error
+			qv, err = view(r, t, id)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if qv.max > offset {
+			return nil
+		}
+		lead := qv.q.Segments[len(qv.q.Segments)-1]
+		lb := qv.bounds[len(qv.bounds)-1]
+		// Wake on the next append to the leader; re-resolve at least every
+		// second so a remap committed elsewhere is followed.
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		err = m.w.Wait(wctx, lead.PhysicalQueue(), lb.Max)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, wal.ErrSealed) && !errors.Is(err, wal.ErrNoQueue) {
+			return err
+		}
+		if errors.Is(err, wal.ErrSealed) {
+			_ = m.Refresh(ctx, t)
+		}
+	}
+}
+
+// LogicToPhysical translates a logic offset to (physical queue, offset)
+// using the cached mapping (no catalog read). Offsets at or past the
+// leader's logic offset map into the leader.
+func (m *Mapping) LogicToPhysical(ctx context.Context, vchannel string, logic uint64) (string, uint64, error) {
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return "", 0, err
+	}
+	q, err := m.queueOf(ctx, t, id)
+	if err != nil {
+		return "", 0, err
+	}
+	s, ok := findSegment(q.Segments, logic)
+	if !ok {
+		return "", 0, &RangeError{VChannel: vchannel, Offset: logic, Min: q.Segments[0].LogicOffset, Max: logic}
+	}
+	return s.PhysicalQueue(), s.StartOffset + logic - s.LogicOffset, nil
+}
+
+// findSegment binary-searches the segment holding logic offset off.
+func findSegment(segs []Segment, off uint64) (Segment, bool) {
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].LogicOffset > off }) - 1
+	if i < 0 {
+		return Segment{}, false
+	}
+	return segs[i], true
+}
+
+// PhysicalToLogic translates (physical queue, offset) to (vchannel, logic
+// offset) using the cached mapping.
+func (m *Mapping) PhysicalToLogic(ctx context.Context, queue string, off uint64) (string, uint64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for name, c := range m.topics {
+		for _, q := range c.queues {
+			for _, s := range q.Segments {
+				if s.PhysicalQueue() != queue {
+					continue
+				}
+				if off < s.StartOffset || (s.Closed() && off >= *s.EndOffset) {
+					return "", 0, fmt.Errorf("%w: offset %d outside segment gen %d of %s", ErrOutOfRange, off, s.Gen, VChannel(name, q.ID))
+				}
+				return VChannel(name, q.ID), s.LogicOffset + off - s.StartOffset, nil
+			}
+		}
+	}
+	return "", 0, fmt.Errorf("%w: physical queue %q is not part of any topic", ErrNotFound, queue)
+}
+
+// OffsetForTime returns the logic offset of the first retained message at
+// or after t (max if none): a binary search over the closed segments'
+// last-message times, then within the segment by time tick.
+func (m *Mapping) OffsetForTime(ctx context.Context, vchannel string, at time.Time) (off uint64, err error) {
+	ctx, end := m.span(ctx, "offset_for_time", attribute.String("hostd.vchannel", vchannel))
+	defer end(&err)
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return 0, err
+	}
+	tick := uint64(0)
+	if ns := at.UnixNano(); ns > 0 {
+		tick = uint64(ns)
+	}
+	err = m.store.View(ctx, func(r catalog.Reader) error {
+		qv, err := view(r, t, id)
+		if err != nil {
+			return err
+		}
+		segs := qv.q.Segments[qv.first:]
+		// First segment whose last message is at or after tick; the
+		// leader (open, LastTick 0) always qualifies.
+		i := sort.Search(len(segs), func(i int) bool {
+			return !segs[i].Closed() || segs[i].LastTick >= tick
+		})
+		s := segs[i]
+		b := qv.bounds[qv.first+i]
+		p, err := wal.OffsetAtTick(r, s.PhysicalQueue(), tick)
+		if err != nil {
+			return err
+		}
+		if p < b.Min {
+			p = b.Min
+		}
+		off = s.LogicOffset + p - s.StartOffset
+		if off < qv.min {
+			off = qv.min
+		}
+		return nil
+	})
+	return off, err
+}
+
+func readEntries(r catalog.Reader, pq string, from uint64, limit int) ([]wal.Entry, error) {
+	return wal.ReadFrom(r, pq, from, limit)
+}
