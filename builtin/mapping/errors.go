@@ -44,4 +44,6 @@ func (e *RangeError) Error() string {
 
 // Is reports whether target is ErrOutOfRange (or wal.ErrOutOfRange, so
 // resolver users can test one sentinel).
-func (e *RangeError) Is(target error) bool { return target == ErrOutOfRange || target == walErrOutOfRange }
+func (e *RangeError) Is(target error) bool {
+	return target == ErrOutOfRange || target == walErrOutOfRange
+}

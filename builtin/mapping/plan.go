@@ -102,7 +102,7 @@ func TopicKey(topic string) abi.ResourceKey {
 // atomically.
 type Plan struct {
 	Change   Change
-	NoChange bool  // nothing to write (e.g. remap to the same placement)
+	NoChange bool   // nothing to write (e.g. remap to the same placement)
 	Epoch    uint64 // the topic's epoch after the change
 	Moved    []int  // remap: logic queues moved
 	Ops      []catalog.Op
