@@ -1,0 +1,184 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hostd-dev/hostd/client"
+)
+
+// syncBuffer collects the daemon's log.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startBroadcastHost(t *testing.T) (*Host, *client.Client, *syncBuffer) {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Broadcast.Vchannels = []string{"orders/0", "orders/1"}
+	logs := &syncBuffer{}
+	h, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, c, logs
+}
+
+func TestBroadcastAPI(t *testing.T) {
+	h, c, logs := startBroadcastHost(t)
+	ctx := context.Background()
+	req := &client.BroadcastRequest{Type: "noop", PayloadText: "hello", VChannels: []string{"orders/0", "orders/1"},
+		ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: "db.orders", Mode: "exclusive"}}, IdempotencyKey: "r1"}
+	res, err := c.SubmitBroadcast(ctx, req)
+	if err != nil || res.State != "TOMBSTONE" || res.Duplicate || len(res.Appends) != 3 {
+		t.Fatalf("submit: %+v %v", res, err)
+	}
+	dup, err := c.SubmitBroadcast(ctx, req)
+	if err != nil || !dup.Duplicate || dup.ID != res.ID {
+		t.Fatalf("duplicate: %+v %v", dup, err)
+	}
+	task, err := c.GetBroadcast(ctx, res.ID)
+	if err != nil || task.State != "TOMBSTONE" || len(task.VChannels) != 3 || task.ResourceKeys[0].Mode == "" || task.TraceID == "" {
+		t.Fatalf("get: %+v %v", task, err)
+	}
+	// ack_sync_up through the API.
+	yes := true
+	r2, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", VChannels: []string{"orders/0"}, AckSyncUp: &yes, Wait: "appended"})
+	if err != nil || r2.State != "PENDING" {
+		t.Fatalf("ack_sync_up submit: %+v %v", r2, err)
+	}
+	if _, err := c.AckBroadcast(ctx, r2.ID, "nope/0"); !client.HasCode(err, "invalid_argument") {
+		t.Fatalf("ack of a non-target: %v", err)
+	}
+	if _, err := c.AckBroadcast(ctx, r2.ID, "orders/0"); err != nil {
+		t.Fatal(err)
+	}
+	// Listing with filters and pagination.
+	for i := 0; i < 3; i++ {
+		if _, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.ListBroadcasts(ctx, client.BroadcastFilter{State: "TOMBSTONE"}, client.Page{Limit: 2})
+	if err != nil || len(l.Items) != 2 || l.NextPageToken == "" {
+		t.Fatalf("list page 1: %+v %v", l, err)
+	}
+	l2, err := c.ListBroadcasts(ctx, client.BroadcastFilter{State: "TOMBSTONE"}, client.Page{Limit: 2, Token: l.NextPageToken})
+	if err != nil || len(l2.Items) == 0 || l2.Items[0].ID <= l.Items[1].ID {
+		t.Fatalf("list page 2: %+v %v", l2, err)
+	}
+	if _, err := c.AbandonBroadcast(ctx, res.ID, "test"); !client.HasCode(err, "conflict") {
+		t.Fatalf("abandon of a TOMBSTONE: %v", err)
+	}
+	if _, err := c.GetBroadcast(ctx, 99999); !client.IsNotFound(err) {
+		t.Fatalf("get unknown: %v", err)
+	}
+	// Metrics are exported.
+	resp, err := http.Get(h.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "hostd_broadcast_tasks") {
+		t.Fatalf("no broadcast metrics in /metrics")
+	}
+	if strings.Contains(logs.String(), "panic") {
+		t.Fatalf("recovered panic in the log:\n%s", logs.String())
+	}
+}
+
+// Bad input gets a 4xx with a stable code and persists nothing.
+func TestBroadcastBadInput(t *testing.T) {
+	h, c, logs := startBroadcastHost(t)
+	long := strings.Repeat("k", 257)
+	big := strings.Repeat("x", 1<<20+1)
+	cases := []struct {
+		name   string
+		body   string
+		status int
+		code   string
+	}{
+		{"malformed json", `{"type": "noop",`, 400, "invalid_argument"},
+		{"not an object", `[1,2]`, 400, "invalid_argument"},
+		{"unknown field", `{"type":"noop","bogus":1}`, 400, "invalid_argument"},
+		{"missing type", `{}`, 400, "invalid_argument"},
+		{"unknown type", `{"type":"NoSuchType"}`, 400, "invalid_argument"},
+		{"nonexistent vchannel", `{"type":"noop","vchannels":["ghost/0"]}`, 400, "invalid_argument"},
+		{"empty vchannel", `{"type":"noop","vchannels":[""]}`, 400, "invalid_argument"},
+		{"empty resource key", `{"type":"noop","resource_keys":[{"domain":"","key":"x"}]}`, 400, "invalid_argument"},
+		{"bad mode", `{"type":"noop","resource_keys":[{"domain":"d","key":"x","mode":"both"}]}`, 400, "invalid_argument"},
+		{"overlong idempotency key", `{"type":"noop","idempotency_key":"` + long + `"}`, 400, "invalid_argument"},
+		{"bad wait", `{"type":"noop","wait":"forever"}`, 400, "invalid_argument"},
+		{"bad timeout", `{"type":"noop","timeout":"soon"}`, 400, "invalid_argument"},
+		{"bad scope", `{"type":"noop","scope":{"kind":"galaxy"}}`, 400, "invalid_argument"},
+		{"oversized payload", `{"type":"noop","payload_text":"` + big + `"}`, 413, "too_large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := http.Post(h.URL()+"/v1/broadcasts", "application/json", strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var e struct {
+				Error struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			json.NewDecoder(resp.Body).Decode(&e)
+			if resp.StatusCode != tc.status || e.Error.Code != tc.code || e.Error.Message == "" {
+				t.Fatalf("got %d %+v, want %d %s", resp.StatusCode, e.Error, tc.status, tc.code)
+			}
+		})
+	}
+	for _, p := range []string{"/v1/broadcasts/abc", "/v1/broadcasts/0"} {
+		resp, err := http.Get(h.URL() + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("GET %s: %d", p, resp.StatusCode)
+		}
+	}
+	l, err := c.ListBroadcasts(context.Background(), client.BroadcastFilter{}, client.Page{})
+	if err != nil || len(l.Items) != 0 {
+		t.Fatalf("bad input persisted tasks: %+v %v", l, err)
+	}
+	if strings.Contains(strings.ToLower(logs.String()), "panic") {
+		t.Fatalf("recovered panic in the log:\n%s", logs.String())
+	}
+}
