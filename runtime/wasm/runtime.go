@@ -475,13 +475,21 @@ func (r *Runtime) run(ctx context.Context, kind abi.Kind, name string, input fun
 	}
 	defer v.unref()
 	attrs := metric.WithAttributes(attribute.String("plugin", v.name), attribute.String("handler", kind.String()))
+	// Guest span events/attributes go to the caller's span when it records
+	// (the broadcast's `process broadcast` attempt span, tracing.md), else
+	// to this call's own span.
+	caller := trace.SpanFromContext(ctx)
 	ctx, span := r.tracer.Start(ctx, "plugin."+kind.String(), trace.WithAttributes(
 		attribute.String("hostd.plugin", v.name), attribute.String("hostd.plugin.handler", kind.String()),
 		attribute.String("hostd.message.type", name)))
 	defer span.End()
 	start := time.Now()
 	kv := session(v)
-	out, err := v.call(ctx, kind, name, id, input, kv, span)
+	guestSpan := span
+	if caller.IsRecording() {
+		guestSpan = caller
+	}
+	out, err := v.call(ctx, kind, name, id, input, kv, guestSpan)
 	if err == nil && done != nil {
 		if derr := done(v, out, kv); derr != nil {
 			err = &PluginError{Plugin: v.name, Handler: kind.String(), Name: name, Kind: KindBadOutput, Message: derr.Error()}
