@@ -1,0 +1,272 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+var crashPoints = []string{
+	"broadcast.after-persist",
+	"broadcast.mid-append",
+	"broadcast.after-acks",
+	"broadcast.mid-callback",
+	"broadcast.before-tombstone",
+	"broadcast.after-tombstone",
+}
+
+var vchannels = []string{"orders/0", "orders/1", "orders/2"}
+
+// ledger is the client side: which idempotency keys were issued and which
+// were acknowledged with which ID.
+type ledger struct {
+	mu     sync.Mutex
+	next   int
+	retry  []string
+	acked  map[string]uint64
+	issued map[string]bool
+}
+
+func (l *ledger) take(newOK bool) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.retry); n > 0 {
+		k := l.retry[n-1]
+		l.retry = l.retry[:n-1]
+		return k, true
+	}
+	if !newOK {
+		return "", false
+	}
+	l.next++
+	k := fmt.Sprintf("req-%05d", l.next)
+	l.issued[k] = true
+	return k, true
+}
+
+func request(key string) *client.BroadcastRequest {
+	n, _ := strconv.Atoi(strings.TrimPrefix(key, "req-"))
+	return &client.BroadcastRequest{Type: "noop", PayloadText: key, VChannels: vchannels, IdempotencyKey: key,
+		ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", n%5), Mode: "exclusive"}},
+		Timeout:      "5s"}
+}
+
+// clients submit until stop closes; an unanswered request goes back to
+// the retry list, as a client retrying with its idempotency key would.
+func runClients(t *testing.T, c *client.Client, l *ledger, stop <-chan struct{}, newOK bool) {
+	var wg sync.WaitGroup
+	for w := 0; w < 6; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key, ok := l.take(newOK)
+				if !ok {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+				res, err := c.SubmitBroadcast(ctx, request(key))
+				cancel()
+				l.mu.Lock()
+				if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
+					if prev, ok := l.acked[key]; ok && prev != res.ID {
+						l.mu.Unlock()
+						t.Errorf("key %s acknowledged as %d and as %d", key, prev, res.ID)
+						return
+					}
+					l.acked[key] = res.ID
+				} else {
+					l.retry = append(l.retry, key)
+				}
+				l.mu.Unlock()
+				if err != nil {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCrashLoop: a stream of idempotent broadcasts, hostd SIGKILLed at
+// random moments and at every named crash point, restarted each time. At
+// the end every acknowledged broadcast is TOMBSTONE exactly once, every
+// key maps to one task, no lock is held, no vchannel holds a message twice.
+func TestCrashLoop(t *testing.T) {
+	rounds := 12
+	if long() {
+		rounds = 80
+	}
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := writeConfig(t, dir, addr, vchannels)
+	logPath := filepath.Join(dir, "hostd.log")
+	fpLog := filepath.Join(dir, "failpoints.log")
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{acked: map[string]uint64{}, issued: map[string]bool{}}
+	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+	armed := map[string]int{}
+	for round := 0; round < rounds; round++ {
+		env := []string{"HOSTD_FAILPOINTS_LOG=" + fpLog}
+		point := ""
+		if round%2 == 0 {
+			point = crashPoints[(round/2)%len(crashPoints)]
+			env = append(env, fmt.Sprintf("HOSTD_FAILPOINTS=%s=crash@%d", point, 2+rnd.Intn(15)))
+		}
+		d := start(t, cfg, addr, logPath, env...)
+		stop := make(chan struct{})
+		clientsDone := make(chan struct{})
+		if d.waitReady(t, c) {
+			go func() {
+				runClients(t, c, l, stop, true)
+				close(clientsDone)
+			}()
+		} else {
+			close(clientsDone)
+		}
+		if point != "" {
+			select {
+			case <-d.done:
+				armed[point]++
+			case <-time.After(8 * time.Second):
+				d.kill() // the point was not reached this round
+			}
+		} else {
+			time.Sleep(time.Duration(50+rnd.Intn(400)) * time.Millisecond)
+			d.kill()
+		}
+		close(stop)
+		<-clientsDone
+	}
+	// Final start: finish every unacknowledged request.
+	d := start(t, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
+	if !d.waitReady(t, c) {
+		t.Fatalf("hostd exited at the final start; log:\n%s", tail(logPath))
+	}
+	stop := make(chan struct{})
+	runClients(t, c, l, stop, false)
+	ctx := context.Background()
+	if len(l.acked) != len(l.issued) {
+		t.Fatalf("%d keys issued, %d acknowledged", len(l.issued), len(l.acked))
+	}
+	ids := map[uint64]string{}
+	for key, id := range l.acked {
+		if other, dup := ids[id]; dup {
+			t.Fatalf("keys %s and %s share broadcast %d", key, other, id)
+		}
+		ids[id] = key
+		res, err := c.SubmitBroadcast(ctx, request(key))
+		if err != nil || !res.Duplicate || res.ID != id || res.State != "TOMBSTONE" {
+			t.Fatalf("retry of %s: %+v %v (want duplicate of %d)", key, res, err, id)
+		}
+	}
+	// Exactly one task per key, all TOMBSTONE.
+	var tasks []client.BroadcastTask
+	page := client.Page{Limit: 1000}
+	for {
+		ls, err := c.ListBroadcasts(ctx, client.BroadcastFilter{}, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, ls.Items...)
+		if ls.NextPageToken == "" {
+			break
+		}
+		page.Token = ls.NextPageToken
+	}
+	if len(tasks) != len(l.acked) {
+		t.Fatalf("%d tasks for %d keys", len(tasks), len(l.acked))
+	}
+	for _, tk := range tasks {
+		if tk.State != "TOMBSTONE" || ids[tk.ID] == "" {
+			t.Fatalf("task %+v", tk)
+		}
+	}
+	// No lock left held: an exclusive cluster key conflicts with every task.
+	res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", Timeout: "5s",
+		ResourceKeys: []client.ResourceKey{{Domain: "cluster", Key: "cluster", Mode: "exclusive"}}})
+	if err != nil || res.State != "TOMBSTONE" {
+		t.Fatalf("a lock is still held: %+v %v", res, err)
+	}
+	d.stop(t)
+	checkChannels(t, filepath.Join(dir, "data"), len(l.acked)+1)
+	hits, _ := os.ReadFile(fpLog)
+	for _, p := range crashPoints {
+		if !strings.Contains(string(hits), p+"\n") {
+			t.Errorf("crash point %s never hit", p)
+		}
+	}
+	if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "panic") {
+		t.Errorf("panic in the daemon log:\n%s", tail(logPath))
+	}
+	t.Logf("%d rounds, %d broadcasts acknowledged, crashes at points: %v", rounds, len(l.acked), armed)
+}
+
+// checkChannels opens the stopped daemon's catalog and reads every
+// vchannel: no broadcast twice, every broadcast on the control channel.
+func checkChannels(t *testing.T, data string, want int) {
+	o := catalog.DefaultOptions(data)
+	o.GCInterval = 0
+	st, err := catalog.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	w, err := wal.Open(context.Background(), wal.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, vc := range append([]string{wal.ControlChannel}, vchannels...) {
+		seen := map[string]bool{}
+		from := uint64(0)
+		for {
+			ents, err := w.Read(context.Background(), vc, from, 1000)
+			if err != nil && !errors.Is(err, wal.ErrOutOfRange) {
+				t.Fatal(err)
+			}
+			if len(ents) == 0 {
+				break
+			}
+			for _, e := range ents {
+				id := e.Props["hostd.broadcast.id"]
+				if seen[id] {
+					t.Fatalf("vchannel %s holds broadcast %s twice", vc, id)
+				}
+				seen[id] = true
+			}
+			from = ents[len(ents)-1].Offset + 1
+		}
+		if vc == wal.ControlChannel && len(seen) != want {
+			t.Fatalf("control channel holds %d broadcasts, want %d", len(seen), want)
+		}
+	}
+}
+
+func tail(p string) string {
+	b, _ := os.ReadFile(p)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
