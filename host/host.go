@@ -61,8 +61,7 @@ type Host struct {
 	api   *api.Server
 
 	mu      sync.Mutex
-	comps   []component
-	started int // comps[:started] are running
+	comps   []*component
 	gates   map[string]int
 	state   state
 
@@ -93,6 +92,7 @@ type component struct {
 }
 
 // Open builds a Host from cfg: logger, telemetry, catalog (taking the data
+	running     bool // stop is due: start succeeded, or there is no start
 // directory's lock), features and API. Nothing runs until Start. On error
 // everything opened so far is closed again.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err error) {
@@ -117,6 +117,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 			h.closeResources(context.WithoutCancel(ctx))
 		}
 	}()
+			h.stopComponents(context.WithoutCancel(ctx))
 	dataDir := ""
 	if !cfg.Data.InMemory {
 		dataDir = cfg.Data.Dir
@@ -178,14 +179,16 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 // the components in registration order (start should return once the
 // component runs; long recovery continues in the background behind a
 // ReadyGate), and Shutdown stops the started ones in reverse order. Either
-// function may be nil. Call it from a feature's opener.
+// function may be nil. A component without start is a resource opened by
+// the opener itself: its stop runs on Shutdown even if Start never ran, and
+// when a later opener fails. Call it from a feature's opener.
 func (h *Host) AddComponent(name string, start, stop func(ctx context.Context) error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.state != stateOpen {
 		panic("host: AddComponent(" + name + ") after Start")
 	}
-	h.comps = append(h.comps, component{name: name, start: start, stop: stop})
+	h.comps = append(h.comps, &component{name: name, start: start, stop: stop, running: start == nil})
 }
 
 // ReadyGate holds /readyz at 503 until the returned function is called
@@ -233,7 +236,7 @@ func (h *Host) Start(ctx context.Context) error {
 	h.state = stateStarted
 	comps := slices.Clone(h.comps)
 	h.mu.Unlock()
-	for i, c := range comps {
+	for _, c := range comps {
 		if c.start != nil {
 			if err := c.start(ctx); err != nil {
 				h.stopComponents(context.WithoutCancel(ctx))
@@ -241,7 +244,7 @@ func (h *Host) Start(ctx context.Context) error {
 			}
 		}
 		h.mu.Lock()
-		h.started = i + 1
+		c.running = true
 		h.mu.Unlock()
 		h.log.Debug("component started", "component", c.name)
 	}
@@ -278,19 +281,23 @@ func (h *Host) Shutdown(ctx context.Context) error {
 		if err := h.api.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("host: api shutdown: %w", err))
 		}
-		errs = append(errs, h.stopComponents(ctx)...)
 	}
 	errs = append(errs, h.closeResources(ctx)...)
 	h.log.Info("hostd stopped")
 	return errors.Join(errs...)
+	errs = append(errs, h.stopComponents(ctx)...)
 }
 
-// stopComponents stops the started components in reverse order.
+// stopComponents stops the running components in reverse order.
 func (h *Host) stopComponents(ctx context.Context) []error {
 	h.mu.Lock()
-	n := h.started
-	h.started = 0
-	comps := slices.Clone(h.comps[:n])
+	var comps []*component
+	for _, c := range h.comps {
+		if c.running {
+			comps = append(comps, c)
+			c.running = false
+		}
+	}
 	h.mu.Unlock()
 	var errs []error
 	for i := len(comps) - 1; i >= 0; i-- {
