@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
+	"github.com/hostd-dev/hostd/builtin/locks"
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/telemetry"
@@ -27,7 +28,7 @@ import (
 // opener lives in host/<feature>.go. Dependencies come first: an opener may
 // use what an earlier one stored on the Host.
 var features = []feature{
-	// {"locks", openLocks},
+	{"locks", openLocks},
 	// {"mapping", openMapping},
 	// {"plugins", openPlugins},
 	{"broadcast", openBroadcast},
@@ -76,6 +77,8 @@ type Host struct {
 	plugins        *wasm.Runtime
 	broadcastTypes []broadcastType // built-ins registered before openBroadcast
 	broadcast      *broadcast.Engine
+	leases         *locks.Service  // host/locks.go
+	presence       *locks.Presence // host/locks.go
 }
 
 type state int
@@ -89,10 +92,10 @@ const (
 type component struct {
 	name        string
 	start, stop func(ctx context.Context) error
+	running     bool // stop is due: start succeeded, or there is no start
 }
 
 // Open builds a Host from cfg: logger, telemetry, catalog (taking the data
-	running     bool // stop is due: start succeeded, or there is no start
 // directory's lock), features and API. Nothing runs until Start. On error
 // everything opened so far is closed again.
 func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err error) {
@@ -114,10 +117,10 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 	}
 	defer func() {
 		if err != nil {
+			h.stopComponents(context.WithoutCancel(ctx))
 			h.closeResources(context.WithoutCancel(ctx))
 		}
 	}()
-			h.stopComponents(context.WithoutCancel(ctx))
 	dataDir := ""
 	if !cfg.Data.InMemory {
 		dataDir = cfg.Data.Dir
@@ -282,10 +285,10 @@ func (h *Host) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("host: api shutdown: %w", err))
 		}
 	}
+	errs = append(errs, h.stopComponents(ctx)...)
 	errs = append(errs, h.closeResources(ctx)...)
 	h.log.Info("hostd stopped")
 	return errors.Join(errs...)
-	errs = append(errs, h.stopComponents(ctx)...)
 }
 
 // stopComponents stops the running components in reverse order.

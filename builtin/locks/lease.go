@@ -222,7 +222,7 @@ type AuditRecord struct {
 	ID       uint64            `json:"id"`
 	At       time.Time         `json:"at"`
 	Action   string            `json:"action"` // "force_release"
-	Key      abi.ResourceKey   `json:"key"`
+	Key      AuditKey          `json:"key"`
 	GrantID  string            `json:"grant_id"`
 	Owner    string            `json:"owner"`
 	Meta     map[string]string `json:"meta,omitempty"`
@@ -230,6 +230,14 @@ type AuditRecord struct {
 	NewFence uint64            `json:"new_fence"` // the bumped fence
 	Reason   string            `json:"reason"`
 	Actor    string            `json:"actor,omitempty"`
+}
+
+// AuditKey is the key an audit record is about; Mode is "shared" or
+// "exclusive" (the evicted grant's mode on it).
+type AuditKey struct {
+	Domain string `json:"domain"`
+	Key    string `json:"key"`
+	Mode   string `json:"mode"`
 }
 
 // ForceReleaseResult tells what ForceRelease evicted.

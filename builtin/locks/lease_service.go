@@ -669,7 +669,7 @@ func (s *Service) forceRelease(ctx context.Context, key abi.ResourceKey, grantID
 	for i, g := range victims {
 		a := AuditRecord{
 			ID: firstAudit + uint64(i), At: at, Action: "force_release",
-			Key:     abi.ResourceKey{Domain: key.Domain, Key: key.Key, Mode: s.holderView(g, key).Mode},
+			Key:     AuditKey{Domain: key.Domain, Key: key.Key, Mode: s.holderView(g, key).Mode.String()},
 			GrantID: g.id, Owner: g.owner, Meta: cloneMeta(g.meta), OldFence: g.fence, NewFence: bump,
 			Reason: reason, Actor: actor,
 		}
