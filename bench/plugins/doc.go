@@ -1,0 +1,17 @@
+// Package pluginbench measures the per-call cost of an ack callback in a
+// hostd Wasm plugin (runtime/wasm + sdk), as a ratio to a native Go
+// function doing the same work, and next to the same call through the
+// Extism Go SDK — all in one run:
+//
+//	cd bench && HOSTD_BENCH=1 go test -run TestPluginCallTable -v ./plugins
+//
+// The work (Parse) is identical everywhere: count the "key=value;"
+// records of a 256-byte or 64-KiB payload and hash their values; the
+// 12-byte result is returned (hostd: a staged KV write, the way ack
+// callbacks return state; Extism: output_set). The Extism side lives in
+// the module bench/extism (its go-sdk pins an older wazero); the table test
+// runs its TestExtismTable in a subprocess and merges its rows, each of
+// which carries the native baseline measured in that process.
+//
+// `go test -bench . ./plugins` runs the hostd rows as ordinary benchmarks.
+package pluginbench
