@@ -15,6 +15,7 @@ import (
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/builtin/locks"
+	"github.com/hostd-dev/hostd/builtin/mapping"
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/telemetry"
@@ -29,8 +30,8 @@ import (
 // use what an earlier one stored on the Host.
 var features = []feature{
 	{"locks", openLocks},
-	// {"mapping", openMapping},
-	// {"plugins", openPlugins},
+	{"mapping", openMapping},
+	{"plugins", openPlugins},
 	{"broadcast", openBroadcast},
 }
 
@@ -74,6 +75,7 @@ type Host struct {
 	// resolver. plugins: set by host/plugins.go.
 	wal            *wal.WAL
 	resolver       wal.Resolver
+	mapping        *mapping.Mapping // host/mapping.go
 	plugins        *wasm.Runtime
 	broadcastTypes []broadcastType // built-ins registered before openBroadcast
 	broadcast      *broadcast.Engine
