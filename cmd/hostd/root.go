@@ -25,9 +25,10 @@ var commands = []func(g *globals) *cobra.Command{
 	// newBackupCmd,
 	// newRestoreCmd,
 	newBroadcastCmd,
-	// newLockCmd,
+	newLockCmd,
+	newPresenceCmd,
 	// newTopicCmd,
-	// newPluginCmd,
+	newPluginCmd,
 	newTraceCmd,
 }
 
