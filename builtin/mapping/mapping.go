@@ -39,6 +39,9 @@ type Config struct {
 	// Policies adds named policies (plugin policies, adapted by host) to
 	// the built-in "balanced".
 	Policies map[string]Policy
+	// LookupPolicy finds policies not in Policies (the host adapts plugin
+	// policies of runtime/wasm to it, so plugins loaded later are found).
+	LookupPolicy func(name string) (Policy, bool)
 	// ControlRetention is the control channel's retention. Default: none.
 	ControlRetention Retention
 	// RetentionInterval is how often Run applies retention. Default 1m.

@@ -125,6 +125,12 @@ func (m *Mapping) Validate(ctx context.Context, r catalog.Reader, c Change) erro
 	return err
 }
 
+// DryRun computes c's plan on snapshot r without side effects (no queue
+// ids are allocated, nothing is held): what a change would do.
+func (m *Mapping) DryRun(ctx context.Context, r catalog.Reader, c Change) (*Plan, error) {
+	return m.plan(ctx, r, c, true)
+}
+
 // PlanChange computes the writes that apply c to snapshot r (the ack
 // callback of topic.* messages returns them to be committed with the
 // TOMBSTONE). Queues moved by a remap are held: appends to them wait until
@@ -170,6 +176,9 @@ func (m *Mapping) policy(name string) (Policy, string, error) {
 		return Balanced{}, "built-in", nil
 	}
 	p, ok := m.cfg.Policies[name]
+	if !ok && m.cfg.LookupPolicy != nil {
+		p, ok = m.cfg.LookupPolicy(name)
+	}
 	if !ok {
 		known := []string{BalancedName}
 		for n := range m.cfg.Policies {

@@ -25,6 +25,7 @@ const (
 	CodeCanceled           = "canceled"            // 499: the client went away
 	CodeInternal           = "internal"            // 500: a bug or an unexpected failure (logged)
 	CodeUnavailable        = "unavailable"         // 503: not ready, shutting down, or a dependency is down
+	CodeOffsetOutOfRange   = "offset_out_of_range" // 416: offset below min or above max of a queue (details: min, max)
 )
 
 // Error is the one error shape of the API. A handler returns it (or any

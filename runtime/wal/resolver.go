@@ -19,11 +19,11 @@ var ErrNoChannel = errors.New("wal: no such vchannel")
 // the physical queue, offset and time tick behind it. The broadcast engine
 // persists it as the vchannel's checkpoint.
 type Position struct {
-	VChannel    string
-	Offset      uint64 // logic offset: continuous across remaps
-	Queue       string // physical queue
-	QueueOffset uint64 // offset in Queue
-	Tick        uint64
+	VChannel    string `json:"vchannel"`
+	Offset      uint64 `json:"offset"`          // logic offset: continuous across remaps
+	Queue       string `json:"physical_queue"`  // physical queue
+	QueueOffset uint64 `json:"physical_offset"` // offset in Queue
+	Tick        uint64 `json:"time_tick"`
 }
 
 // Message is one record read from a vchannel.

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+// ChannelService is what the vchannel read/append routes need (host adapts
+// the mapping, or the 1:1 resolver, to it).
+type ChannelService interface {
+	Read(ctx context.Context, vchannel string, from uint64, limit int) ([]wal.Message, error)
+	Bounds(ctx context.Context, vchannel string) (min, max uint64, err error)
+	Wait(ctx context.Context, vchannel string, offset uint64) error
+	// Append appends records; with a producer id, a retried (producer,
+	// seq) returns the original positions and duplicate=true.
+	Append(ctx context.Context, vchannel string, recs []wal.Record, producer string, seq uint64) ([]wal.Position, bool, error)
+}
+
+// MessageJSON is one message of a vchannel on the wire. Payload is base64.
+type MessageJSON struct {
+	Offset      uint64            `json:"offset"`
+	Queue       string            `json:"physical_queue"`
+	QueueOffset uint64            `json:"physical_offset"`
+	TimeTick    uint64            `json:"time_tick"`
+	Time        time.Time         `json:"time"`
+	Payload     []byte            `json:"payload"`
+	Properties  map[string]string `json:"properties,omitempty"`
+}
+
+// ReadResult is the response of a read: messages and where to continue.
+type ReadResult struct {
+	VChannel string        `json:"vchannel"`
+	Messages []MessageJSON `json:"messages"`
+	Next     uint64        `json:"next"` // offset to read from next
+	Min      uint64        `json:"min"`
+	Max      uint64        `json:"max"`
+}
+
+// AppendRecord is one record of an append request.
+type AppendRecord struct {
+	Payload     []byte            `json:"payload,omitempty"`
+	PayloadText string            `json:"payload_text,omitempty"`
+	Properties  map[string]string `json:"properties,omitempty"`
+}
+
+// AppendRequest is the body of an append.
+type AppendRequest struct {
+	Records    []AppendRecord `json:"records"`
+	ProducerID string         `json:"producer_id,omitempty"`
+	Seq        uint64         `json:"seq,omitempty"`
+}
+
+// AppendResult is the response of an append.
+type AppendResult struct {
+	Positions []wal.Position `json:"positions"`
+	Duplicate bool           `json:"duplicate"`
+}
+
+// MaxReadWait bounds a long-poll read's wait.
+const MaxReadWait = 60 * time.Second
+
+// RegisterChannels adds the vchannel routes (vchannel = topic/queue):
+//
+//	GET  /v1/channels/{topic}/{queue}/messages  read   ?from=N&limit=100&wait=10s (long-poll when from = max)
+//	POST /v1/channels/{topic}/{queue}/messages  write  append {records, producer_id, seq}
+//	GET  /v1/channels/{topic}/{queue}           read   min/max
+func RegisterChannels(s *Server, svc ChannelService) {
+	vc := func(r *http.Request) string { return r.PathValue("topic") + "/" + r.PathValue("queue") }
+	s.Handle("GET /v1/channels/{topic}/{queue}/messages", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		v := vc(r)
+		from, err := queryUint(r, "from", 0)
+		if err != nil {
+			return err
+		}
+		limit, err := queryUint(r, "limit", 100)
+		if err != nil || limit < 1 || limit > MaxPageLimit {
+			return InvalidField("limit", "limit must be in [1, %d]", MaxPageLimit)
+		}
+		var wait time.Duration
+		if ws := r.URL.Query().Get("wait"); ws != "" {
+			wait, err = time.ParseDuration(ws)
+			if err != nil || wait < 0 || wait > MaxReadWait {
+				return InvalidField("wait", "wait must be a duration in [0, %s], got %q", MaxReadWait, ws)
+			}
+		}
+		msgs, err := svc.Read(r.Context(), v, from, int(limit))
+		if err != nil {
+			return err
+		}
+		if len(msgs) == 0 && wait > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			werr := svc.Wait(ctx, v, from)
+			cancel()
+			if werr == nil {
+				if msgs, err = svc.Read(r.Context(), v, from, int(limit)); err != nil {
+					return err
+				}
+			} else if r.Context().Err() != nil {
+				return r.Context().Err()
+			}
+		}
+		min, max, err := svc.Bounds(r.Context(), v)
+		if err != nil {
+			return err
+		}
+		out := ReadResult{VChannel: v, Messages: make([]MessageJSON, 0, len(msgs)), Next: from, Min: min, Max: max}
+		for _, m := range msgs {
+			out.Messages = append(out.Messages, MessageJSON{Offset: m.Offset, Queue: m.Queue, QueueOffset: m.QueueOffset,
+				TimeTick: m.Tick, Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: m.Payload, Properties: m.Props})
+			out.Next = m.Offset + 1
+		}
+		return WriteJSON(w, http.StatusOK, out)
+	}, WithTimeout(MaxReadWait+10*time.Second))
+	s.Handle("POST /v1/channels/{topic}/{queue}/messages", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+		var body AppendRequest
+		if err := DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		if len(body.Records) == 0 {
+			return InvalidField("records", "at least one record is required")
+		}
+		recs := make([]wal.Record, len(body.Records))
+		for i, rec := range body.Records {
+			if len(rec.Payload) > 0 && rec.PayloadText != "" {
+				return InvalidField("records", "record %d: give payload or payload_text, not both", i)
+			}
+			recs[i] = wal.Record{Payload: rec.Payload, Props: rec.Properties}
+			if rec.PayloadText != "" {
+				recs[i].Payload = []byte(rec.PayloadText)
+			}
+		}
+		pos, dup, err := svc.Append(r.Context(), vc(r), recs, body.ProducerID, body.Seq)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, AppendResult{Positions: pos, Duplicate: dup})
+	})
+	s.Handle("GET /v1/channels/{topic}/{queue}", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		v := vc(r)
+		min, max, err := svc.Bounds(r.Context(), v)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, QueueOffsets{VChannel: v, Min: min, Max: max})
+	})
+}

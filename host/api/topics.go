@@ -1,0 +1,226 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hostd-dev/hostd/builtin/mapping"
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+// TopicService is what the topic routes need (host adapts
+// builtin/mapping and the broadcast engine to it).
+type TopicService interface {
+	// Change applies a topic change as a broadcast (dryRun: compute only).
+	Change(ctx context.Context, c mapping.Change, dryRun bool) (*TopicChange, error)
+	Describe(ctx context.Context, topic string) (*mapping.TopicInfo, error)
+	List(ctx context.Context, after string, limit int) ([]mapping.Topic, bool, error)
+	Bounds(ctx context.Context, vchannel string) (min, max uint64, err error)
+	OffsetForTime(ctx context.Context, vchannel string, at time.Time) (uint64, error)
+}
+
+// TopicChange is the result of a create/grow/remap/delete.
+type TopicChange struct {
+	Kind        string             `json:"kind"`
+	Topic       string             `json:"topic"`
+	DryRun      bool               `json:"dry_run,omitempty"`
+	NoChange    bool               `json:"no_change"`
+	Epoch       uint64             `json:"epoch"`
+	Moved       []int              `json:"moved,omitempty"`
+	BroadcastID uint64             `json:"broadcast_id,omitempty"`
+	Info        *mapping.TopicInfo `json:"info,omitempty"`
+}
+
+// RetentionJSON is a topic's retention on the wire: max_age as a Go
+// duration ("24h"), max_bytes in bytes.
+type RetentionJSON struct {
+	MaxAge   string `json:"max_age,omitempty"`
+	MaxBytes uint64 `json:"max_bytes,omitempty"`
+}
+
+// TopicRequest is the body of create, grow and remap.
+type TopicRequest struct {
+	Topic     string         `json:"topic,omitempty"` // create only
+	Queues    int            `json:"queues,omitempty"`
+	Brokers   []string       `json:"brokers,omitempty"`
+	Policy    string         `json:"policy,omitempty"`
+	Retention *RetentionJSON `json:"retention,omitempty"`
+	DryRun    bool           `json:"dry_run,omitempty"`
+}
+
+// QueueOffsets is one logic queue's offsets.
+type QueueOffsets struct {
+	VChannel string  `json:"vchannel"`
+	Min      uint64  `json:"min"`
+	Max      uint64  `json:"max"`
+	AtTime   *uint64 `json:"at_time,omitempty"` // first offset at or after ?time=
+}
+
+// RegisterTopics adds the static-topic routes:
+//
+//	POST   /v1/topics                  write  create (as a topic.create broadcast)
+//	GET    /v1/topics                  read   list (limit, page_token)
+//	GET    /v1/topics/{topic}          read   describe: segments per logic queue, group lag
+//	POST   /v1/topics/{topic}/grow     write  grow to queues
+//	POST   /v1/topics/{topic}/remap    write  remap onto brokers (dry_run to preview)
+//	DELETE /v1/topics/{topic}          admin  delete
+//	GET    /v1/topics/{topic}/offsets  read   min/max per logic queue (?time=RFC3339: lookup)
+func RegisterTopics(s *Server, svc TopicService) {
+	change := func(w http.ResponseWriter, r *http.Request, kind, topic string, body *TopicRequest) error {
+		c := mapping.Change{Kind: kind, Topic: topic, Queues: body.Queues, Brokers: body.Brokers, Policy: body.Policy}
+		if body.Retention != nil {
+			c.Retention = &mapping.Retention{MaxBytes: body.Retention.MaxBytes}
+			if body.Retention.MaxAge != "" {
+				d, err := time.ParseDuration(body.Retention.MaxAge)
+				if err != nil || d < 0 {
+					return InvalidField("retention.max_age", "max_age must be a duration such as \"24h\", got %q", body.Retention.MaxAge)
+				}
+				c.Retention.MaxAge = d
+			}
+		}
+		res, err := svc.Change(r.Context(), c, body.DryRun)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if kind == mapping.KindCreate && !body.DryRun {
+			status = http.StatusCreated
+		}
+		return WriteJSON(w, status, res)
+	}
+	s.Handle("POST /v1/topics", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+		var body TopicRequest
+		if err := DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		if body.Topic == "" {
+			return InvalidField("topic", "topic is required")
+		}
+		return change(w, r, mapping.KindCreate, body.Topic, &body)
+	})
+	for _, kind := range []string{mapping.KindGrow, mapping.KindRemap} {
+		s.Handle("POST /v1/topics/{topic}/"+kind, RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+			var body TopicRequest
+			if err := DecodeJSON(r, &body); err != nil {
+				return err
+			}
+			if body.Topic != "" || body.Retention != nil {
+				return InvalidField("topic", "topic and retention are set at create only")
+			}
+			return change(w, r, kind, r.PathValue("topic"), &body)
+		})
+	}
+	s.Handle("DELETE /v1/topics/{topic}", RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
+		return change(w, r, mapping.KindDelete, r.PathValue("topic"), &TopicRequest{DryRun: r.URL.Query().Get("dry_run") == "true"})
+	})
+	s.Handle("GET /v1/topics", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		page, err := PageParams(r)
+		if err != nil {
+			return err
+		}
+		after := ""
+		if page.Token != "" {
+			b, err := DecodePageToken(page.Token)
+			if err != nil {
+				return err
+			}
+			after = string(b)
+		}
+		items, more, err := svc.List(r.Context(), after, page.Limit)
+		if err != nil {
+			return err
+		}
+		tok := ""
+		if more && len(items) > 0 {
+			tok = EncodePageToken([]byte(items[len(items)-1].Name))
+		}
+		return WriteList(w, items, tok)
+	})
+	s.Handle("GET /v1/topics/{topic}", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		ti, err := svc.Describe(r.Context(), r.PathValue("topic"))
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, ti)
+	})
+	s.Handle("GET /v1/topics/{topic}/offsets", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		topic := r.PathValue("topic")
+		var at *time.Time
+		if v := r.URL.Query().Get("time"); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return InvalidField("time", "time must be RFC 3339 (2026-01-02T15:04:05Z), got %q", v)
+			}
+			at = &t
+		}
+		ti, err := svc.Describe(r.Context(), topic)
+		if err != nil {
+			return err
+		}
+		out := make([]QueueOffsets, 0, len(ti.Queues))
+		for _, q := range ti.Queues {
+			qo := QueueOffsets{VChannel: q.VChannel, Min: q.Min, Max: q.Max}
+			if at != nil {
+				off, err := svc.OffsetForTime(r.Context(), q.VChannel, *at)
+				if err != nil {
+					return err
+				}
+				qo.AtTime = &off
+			}
+			out = append(out, qo)
+		}
+		return WriteList(w, out, "")
+	})
+	s.MapErrors(mappingError)
+}
+
+// mappingError maps builtin/mapping and runtime/wal errors to API errors.
+func mappingError(err error) *Error {
+	var re *mapping.RangeError
+	var wre *wal.RangeError
+	var pe *mapping.PolicyError
+	switch {
+	case errors.As(err, &re):
+		return Errorf(http.StatusRequestedRangeNotSatisfiable, CodeOffsetOutOfRange, "%v", err).
+			With("min", re.Min).With("max", re.Max).With("vchannel", re.VChannel)
+	case errors.As(err, &wre):
+		return Errorf(http.StatusRequestedRangeNotSatisfiable, CodeOffsetOutOfRange, "%v", err).
+			With("min", wre.Min).With("max", wre.Max).With("vchannel", wre.Queue)
+	case errors.As(err, &pe):
+		return FailedPrecondition("%v", err).With("reason", "bad_policy_output").With("policy", pe.Policy).With("source", pe.Source)
+	case errors.Is(err, mapping.ErrExists):
+		return AlreadyExists("%v", err)
+	case errors.Is(err, mapping.ErrNotFound), errors.Is(err, wal.ErrNoChannel):
+		return NotFound("%v", err)
+	case errors.Is(err, mapping.ErrShrink):
+		return InvalidField("queues", "%v", err).With("reason", "shrink")
+	case errors.Is(err, mapping.ErrUnknownBroker):
+		return InvalidField("brokers", "%v", err).With("reason", "unknown_broker")
+	case errors.Is(err, mapping.ErrUnknownPolicy):
+		return InvalidField("policy", "%v", err).With("reason", "unknown_policy")
+	case errors.Is(err, mapping.ErrReserved):
+		return InvalidField("topic", "%v", err).With("reason", "reserved")
+	case errors.Is(err, mapping.ErrInvalid), errors.Is(err, wal.ErrInvalid):
+		return BadRequest("%v", err)
+	case errors.Is(err, mapping.ErrSequence):
+		return Conflict("%v", err).With("reason", "producer_sequence")
+	case errors.Is(err, wal.ErrTooLarge):
+		return TooLarge("%v", err)
+	}
+	return nil
+}
+
+func queryUint(r *http.Request, name string, def uint64) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, InvalidField(name, "%s must be a non-negative integer, got %q", name, v)
+	}
+	return n, nil
+}
