@@ -158,12 +158,13 @@ func (f *failingStore) Commit(ctx context.Context, b *catalog.Batch) (catalog.Ve
 func TestCatalogWriteErrors(t *testing.T) {
 	var fs *failingStore
 	var runs atomic.Int32
-	var v *env
-	v = newEnv(t, vcs(2), func(o *Options) {
+	ref := &storeRef{}
+	v := newEnv(t, vcs(2), func(o *Options) {
+		ref.set(o)
 		fs = &failingStore{Store: o.Store, rnd: rand.New(rand.NewSource(2)), frac: 0.25}
 		o.Store = fs
 	}, func(e *Engine) {
-		e.Register("count", counterHandler(func() catalog.Store { return v.store }, &runs), TypeOptions{})
+		e.Register("count", counterHandler(ref.get, &runs), TypeOptions{})
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/failpoint"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
@@ -78,9 +77,9 @@ func TestCrashChild(t *testing.T) {
 		return
 	}
 	var runs atomic.Int32
-	var v *env
-	v = newEnvAt(t, dir, vcs(3), nil, func(e *Engine) {
-		e.Register("count", counterHandler(func() catalog.Store { return v.store }, &runs), TypeOptions{})
+	ref := &storeRef{}
+	v := newEnvAt(t, dir, vcs(3), ref.set, func(e *Engine) {
+		e.Register("count", counterHandler(ref.get, &runs), TypeOptions{})
 	})
 	var wg sync.WaitGroup
 	for i := 0; i < crashN; i++ {
@@ -117,9 +116,9 @@ func TestScenario9CrashPoints(t *testing.T) {
 			}
 			// Restart in this process and retry every request as a client would.
 			var runs atomic.Int32
-			var v *env
-			v = newEnvAt(t, data, vcs(3), nil, func(e *Engine) {
-				e.Register("count", counterHandler(func() catalog.Store { return v.store }, &runs), TypeOptions{})
+			ref := &storeRef{}
+			v := newEnvAt(t, data, vcs(3), ref.set, func(e *Engine) {
+				e.Register("count", counterHandler(ref.get, &runs), TypeOptions{})
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
@@ -746,7 +747,16 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 				e.m.callbackConflicts.Add(ctx, 1)
 				t.mu.Lock()
 				t.rec.Conflicts++
+				c := t.rec.Conflicts
 				t.mu.Unlock()
+				// A short random pause spreads the re-runs of callbacks
+				// that all read the same hot key (else most re-runs
+				// conflict again).
+				select {
+				case <-e.o.Clock.After(conflictPause(c)):
+				case <-ctx.Done():
+					return
+				}
 				continue // a conflict re-run is not an attempt
 			}
 			span.SetStatus(codes.Error, err.Error())
@@ -768,6 +778,16 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 		e.finish(t, rec)
 		return
 	}
+}
+
+// conflictPause is a random pause before the c-th conflict re-run:
+// up to 1 ms, doubling per conflict, capped at 50 ms.
+func conflictPause(c int) time.Duration {
+	max := time.Millisecond << min(c-1, 6)
+	if max > 50*time.Millisecond {
+		max = 50 * time.Millisecond
+	}
+	return time.Duration(rand.Int64N(int64(max)) + 1)
 }
 
 // safeAck calls the handler, turning a panic into a retryable error (a

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -259,6 +260,13 @@ func (f *flakyChannels) Append(ctx context.Context, es []AppendEntry) ([]AppendO
 	}
 	return outs, nil
 }
+
+// storeRef hands the current env's store to handlers started during
+// recovery (before newEnv returns).
+type storeRef struct{ p atomic.Pointer[catalog.Store] }
+
+func (r *storeRef) set(o *Options)     { st := o.Store; r.p.Store(&st) }
+func (r *storeRef) get() catalog.Store { return *r.p.Load() }
 
 func key(domain, k string, mode abi.LockMode) abi.ResourceKey {
 	return abi.ResourceKey{Domain: domain, Key: k, Mode: mode}

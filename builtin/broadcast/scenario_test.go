@@ -509,9 +509,9 @@ func readCounter(t *testing.T, st catalog.Store) uint64 {
 
 func TestScenario14CounterExact(t *testing.T) {
 	var runs atomic.Int32
-	var v *env
-	v = newEnv(t, vcs(1), nil, func(e *Engine) {
-		e.Register("count", counterHandler(func() catalog.Store { return v.store }, &runs), TypeOptions{MaxAttempts: 1})
+	ref := &storeRef{}
+	v := newEnv(t, vcs(1), ref.set, func(e *Engine) {
+		e.Register("count", counterHandler(ref.get, &runs), TypeOptions{MaxAttempts: 1})
 	})
 	var wg sync.WaitGroup
 	for i := 0; i < 100; i++ {
