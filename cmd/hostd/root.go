@@ -28,7 +28,7 @@ var commands = []func(g *globals) *cobra.Command{
 	newLockCmd,
 	newPresenceCmd,
 	// newTopicCmd,
-	// newPluginCmd,
+	newPluginCmd,
 	newTraceCmd,
 }
 

@@ -168,7 +168,7 @@ func Render(w io.Writer, st *Store, id pcommon.TraceID, opt RenderOptions) error
 	r.printf("%10s %10s%s  span\n", "offset", "duration", bar)
 	roots := BuildTree(spans)
 	for i, n := range roots {
-		r.node(n, "", i == len(roots)-1, true)
+		r.node(n, "", i == len(roots)-1, true, false)
 	}
 	return r.err
 }
@@ -188,7 +188,7 @@ func (r *renderer) printf(format string, a ...any) {
 	}
 }
 
-func (r *renderer) node(n *Node, prefix string, last, top bool) {
+func (r *renderer) node(n *Node, prefix string, last, top, missingParent bool) {
 	branch, cont := "├─ ", "│  "
 	if last {
 		branch, cont = "└─ ", "   "
@@ -204,14 +204,49 @@ func (r *renderer) node(n *Node, prefix string, last, top bool) {
 		}
 		r.printf("%s  %s%s(parent not exported) span %s\n", pad, prefix, branch, n.MissingParent)
 	} else {
-		r.span(n.Span, prefix+branch, childPrefix, len(n.Children) > 0)
+		r.span(n.Span, prefix+branch, childPrefix, len(n.Children) > 0, missingParent)
 	}
+	prevInst := ""
 	for i, c := range n.Children {
-		r.node(c, childPrefix, i == len(n.Children)-1, false)
+		if inst := instanceOf(c); inst != "" {
+			if prevInst != "" && inst != prevInst {
+				r.restartLine(childPrefix, prevInst, inst)
+			}
+			prevInst = inst
+		}
+		r.node(c, childPrefix, i == len(n.Children)-1, false, n.Span == nil)
 	}
 }
 
-func (r *renderer) span(s *Span, prefix, detailPrefix string, hasChildren bool) {
+// instanceOf is the service.instance.id of a node's span (of its first
+// child for a missing-parent node).
+func instanceOf(n *Node) string {
+	if n.Span == nil {
+		if len(n.Children) == 0 {
+			return ""
+		}
+		return instanceOf(n.Children[0])
+	}
+	if v, ok := n.Span.Resource.Attributes().Get("service.instance.id"); ok {
+		return v.AsString()
+	}
+	return ""
+}
+
+// restartLine marks, between two siblings, that they were exported by
+// different hostd starts (the process was restarted in between).
+func (r *renderer) restartLine(prefix, from, to string) {
+	pad := fmt.Sprintf("%10s %10s", "", "")
+	if r.opt.BarWidth > 0 {
+		pad += " " + strings.Repeat(" ", r.opt.BarWidth+2)
+	}
+	r.printf("%s  %s┄┄ restart: instance %s → %s ┄┄\n", pad, prefix+"│  ", from, to)
+}
+
+// span prints one span; remoteMark says to flag a remote parent (only
+// useful when that parent is not in the files: a caller in another
+// service).
+func (r *renderer) span(s *Span, prefix, detailPrefix string, hasChildren, remoteMark bool) {
 	start, end := s.StartTimestamp(), s.EndTimestamp()
 	off := time.Duration(0)
 	if start > r.t0 {
@@ -232,7 +267,7 @@ func (r *renderer) span(s *Span, prefix, detailPrefix string, hasChildren bool) 
 	if v, ok := s.Attr(AttrRecovered); ok && v == "true" {
 		line += "  recovered"
 	}
-	if p := s.ParentSpanID(); !p.IsEmpty() && s.Flags()&0x300 == 0x300 {
+	if p := s.ParentSpanID(); remoteMark && !p.IsEmpty() && s.Flags()&0x300 == 0x300 {
 		line += "  (remote parent)"
 	}
 	switch s.Status().Code() {

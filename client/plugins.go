@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Plugin describes one plugin (GET /v1/plugins).
+type Plugin struct {
+	Name          string               `json:"name"`
+	Path          string               `json:"path"`
+	SHA256        string               `json:"sha256,omitempty"`
+	ABI           int                  `json:"abi"`
+	Registrations []PluginRegistration `json:"registrations"`
+	PoolSize      int                  `json:"pool_size"`
+	Live          int64                `json:"live_instances"`
+	Calls         uint64               `json:"calls"`
+	Failures      uint64               `json:"failures"`
+	StartFailures int64                `json:"start_failures"`
+	LoadedAt      time.Time            `json:"loaded_at"`
+	// Error is the last load error ("" if the file loaded). With no SHA256
+	// the plugin is not running.
+	Error string `json:"error,omitempty"`
+}
+
+// PluginRegistration is one handler a plugin registered: kind "ack",
+// "validator", "resource-keys" or "policy", and the message type or policy
+// name.
+type PluginRegistration struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// PluginLoadError is a plugin file that failed to load in a reload.
+type PluginLoadError struct {
+	Plugin  string `json:"plugin"`
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// PluginReload is the answer of ReloadPlugins.
+type PluginReload struct {
+	Items  []Plugin          `json:"items"`
+	Errors []PluginLoadError `json:"errors"`
+}
+
+// PluginKV is one entry of a plugin's KV. ValueText is set when the value
+// is valid UTF-8.
+type PluginKV struct {
+	Key       string  `json:"key"`
+	Value     []byte  `json:"value"`
+	ValueText *string `json:"value_text,omitempty"`
+	Version   uint64  `json:"version,omitempty"`
+}
+
+// ListPlugins lists the plugins, loaded or failed.
+func (c *Client) ListPlugins(ctx context.Context, p Page) (*List[Plugin], error) {
+	var out List[Plugin]
+	return &out, c.Do(ctx, "GET", p.Query("/v1/plugins"), nil, &out)
+}
+
+// ReloadPlugins reloads the plugins (admin). Files that fail to load are
+// listed in Errors (their previous version keeps running); a reload that
+// would remove a message type in use fails with code "plugin_in_use".
+func (c *Client) ReloadPlugins(ctx context.Context) (*PluginReload, error) {
+	var out PluginReload
+	return &out, c.Do(ctx, "POST", "/v1/plugins/reload", nil, &out)
+}
+
+// GetPluginKV reads one key of a plugin's KV (IsNotFound if absent).
+func (c *Client) GetPluginKV(ctx context.Context, plugin, key string) (*PluginKV, error) {
+	var out PluginKV
+	return &out, c.Do(ctx, "GET", "/v1/plugins/"+url.PathEscape(plugin)+"/kv/"+escapeKey(key), nil, &out)
+}
+
+// ScanPluginKV lists a plugin's KV entries whose key starts with prefix.
+func (c *Client) ScanPluginKV(ctx context.Context, plugin, prefix string, p Page) (*List[PluginKV], error) {
+	path := "/v1/plugins/" + url.PathEscape(plugin) + "/kv"
+	if prefix != "" {
+		path += "?prefix=" + url.QueryEscape(prefix)
+	}
+	var out List[PluginKV]
+	return &out, c.Do(ctx, "GET", p.Query(path), nil, &out)
+}
+
+// escapeKey escapes each path segment of a KV key (keys may contain '/').
+func escapeKey(k string) string {
+	parts := strings.Split(k, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hostd-dev/hostd/client"
+)
+
+// newPluginCmd is the `hostd plugin` noun: operator subcommands (ls,
+// reload, kv) talk to a running daemon; author subcommands (new, build)
+// work offline (plugin_scaffold.go).
+func newPluginCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "List, reload and inspect Wasm plugins; create and build them",
+		Long: `Plugins are WebAssembly modules (ABI v1, docs/plugin-abi.md) loaded from
+plugins.dir and plugins.list. They register ack callbacks, validators and
+resource-key functions per message type, and mapping policies.`,
+	}
+	cmd.AddCommand(newPluginLsCmd(g), newPluginReloadCmd(g), newPluginKVCmd(g))
+	addPluginAuthorCmds(cmd, g)
+	return cmd
+}
+
+func newPluginLsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List plugins: file hash, ABI, registrations, pool, calls and failures, load errors",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var all []client.Plugin
+			page := client.Page{Limit: 1000}
+			for {
+				l, err := c.ListPlugins(cmd.Context(), page)
+				if err != nil {
+					return err
+				}
+				all = append(all, l.Items...)
+				if l.NextPageToken == "" {
+					break
+				}
+				page.Token = l.NextPageToken
+			}
+			return printPlugins(g, all, all)
+		},
+	}
+}
+
+func printPlugins(g *globals, v any, ps []client.Plugin) error {
+	rows := make([][]string, 0, len(ps))
+	for _, p := range ps {
+		regs := make([]string, len(p.Registrations))
+		for i, r := range p.Registrations {
+			regs[i] = r.Kind + ":" + r.Name
+		}
+		sum := p.SHA256
+		if len(sum) > 12 {
+			sum = sum[:12]
+		}
+		status := "ok"
+		switch {
+		case p.Error != "" && p.SHA256 == "":
+			status = "not loaded: " + p.Error
+		case p.Error != "":
+			status = "old version running: " + p.Error
+		case p.StartFailures > 0:
+			status = fmt.Sprintf("failing to start (%d)", p.StartFailures)
+		}
+		rows = append(rows, []string{p.Name, sum, abiStr(p.ABI), strings.Join(regs, ","),
+			fmt.Sprintf("%d/%d", p.Live, p.PoolSize), strconv.FormatUint(p.Calls, 10), strconv.FormatUint(p.Failures, 10), status})
+	}
+	return g.print(v, []string{"NAME", "SHA256", "ABI", "REGISTRATIONS", "POOL", "CALLS", "FAILURES", "STATUS"}, rows)
+}
+
+func abiStr(v int) string {
+	if v == 0 {
+		return "-"
+	}
+	return "v" + strconv.Itoa(v)
+}
+
+func newPluginReloadCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reload",
+		Short: "Reload plugins from the directory and config (like SIGHUP); in-flight calls finish on the old version",
+		Long: `Reload compiles and validates every new or changed plugin file before
+swapping it in; unchanged files keep running. A file that fails to load is
+reported and its previous version keeps running. A reload that would remove a
+message type still needed by pending broadcasts is refused (plugin_in_use).
+Exit code 1 if any file failed to load.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ReloadPlugins(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := printPlugins(g, res, res.Items); err != nil {
+				return err
+			}
+			if len(res.Errors) > 0 {
+				for _, e := range res.Errors {
+					fmt.Fprintf(g.stderr, "hostd: plugin %s (%s): %s\n", e.Plugin, e.Path, e.Message)
+				}
+				return withCode(exitError, nil)
+			}
+			return nil
+		},
+	}
+}
+
+func newPluginKVCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Read a plugin's KV (its state in the catalog)",
+	}
+	get := &cobra.Command{
+		Use:   "get NAME KEY",
+		Short: "Print one value of plugin NAME's KV",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			kv, err := c.GetPluginKV(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return g.print(kv, nil, nil)
+			}
+			fmt.Fprintln(g.stdout, kvText(kv))
+			return nil
+		},
+	}
+	var prefix string
+	var limit int
+	scan := &cobra.Command{
+		Use:     "scan NAME",
+		Short:   "List plugin NAME's KV entries (optionally under --prefix)",
+		Example: "  hostd plugin kv scan collections --prefix coll/",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var all []client.PluginKV
+			page := client.Page{Limit: min(limit, 1000)}
+			for {
+				l, err := c.ScanPluginKV(cmd.Context(), args[0], prefix, page)
+				if err != nil {
+					return err
+				}
+				all = append(all, l.Items...)
+				if l.NextPageToken == "" || len(all) >= limit {
+					break
+				}
+				page.Token = l.NextPageToken
+			}
+			if len(all) > limit {
+				all = all[:limit]
+			}
+			rows := make([][]string, len(all))
+			for i := range all {
+				rows[i] = []string{all[i].Key, kvText(&all[i])}
+			}
+			return g.print(all, []string{"KEY", "VALUE"}, rows)
+		},
+	}
+	scan.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this prefix")
+	scan.Flags().IntVar(&limit, "limit", 1000, "most entries to print")
+	cmd.AddCommand(get, scan)
+	return cmd
+}
+
+// kvText shows a value as text when it is UTF-8, else as base64.
+func kvText(kv *client.PluginKV) string {
+	if kv.ValueText != nil {
+		return *kv.ValueText
+	}
+	return fmt.Sprintf("base64:%s", b64(kv.Value))
+}
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

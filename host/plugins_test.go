@@ -1,0 +1,115 @@
+package host
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+func copyPlugin(t *testing.T, src, dir, name string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The plugin operator surface through the real daemon: a plugin in
+// <data.dir>/plugins is loaded, its ack callback runs for a broadcast and
+// its KV effect is committed with the task, operators list, read KV and
+// reload (a broken file is reported, the others keep working), and the API
+// answers while a plugin spins in an endless loop.
+func TestPluginsThroughTheDaemon(t *testing.T) {
+	echo := wasmtest.Build(t, "../runtime/wasm/testdata/echo")
+	faults := wasmtest.Build(t, "../runtime/wasm/testdata/faults")
+	cfg := testConfig(t)
+	cfg.Plugins.PoolSize = 2
+	cfg.Plugins.CallTimeout = 100 * time.Millisecond
+	cfg.Broadcast.Vchannels = []string{"t/0"}
+	pdir := filepath.Join(cfg.Data.Dir, "plugins")
+	copyPlugin(t, echo, pdir, "echo.wasm")
+	// Share the test binary's compilation cache (a cold compile is ~2s).
+	if err := os.Symlink(wasmtest.CacheDir(), filepath.Join(cfg.Data.Dir, "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, cfg)
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	l, err := c.ListPlugins(ctx, client.Page{})
+	if err != nil || len(l.Items) != 1 || l.Items[0].Name != "echo" || l.Items[0].ABI != 1 || len(l.Items[0].SHA256) != 64 {
+		t.Fatalf("ListPlugins = %+v, %v", l, err)
+	}
+
+	// A broadcast of a plugin's message type runs its ack callback, whose
+	// KV write is committed with the task.
+	for i := 0; i < 3; i++ {
+		res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "Counter", VChannels: []string{"t/0"}})
+		if err != nil || res.State != "TOMBSTONE" {
+			t.Fatalf("broadcast: %+v %v", res, err)
+		}
+	}
+	kv, err := c.GetPluginKV(ctx, "echo", "n")
+	if err != nil || kv.ValueText == nil || *kv.ValueText != "3" || kv.Version == 0 {
+		t.Fatalf("GetPluginKV = %+v, %v", kv, err)
+	}
+	if _, err := c.GetPluginKV(ctx, "echo", "missing"); !client.IsNotFound(err) {
+		t.Fatalf("missing key: %v", err)
+	}
+	scan, err := c.ScanPluginKV(ctx, "echo", "", client.Page{})
+	if err != nil || len(scan.Items) != 1 || scan.Items[0].Key != "n" {
+		t.Fatalf("ScanPluginKV = %+v, %v", scan, err)
+	}
+	if _, err := c.ScanPluginKV(ctx, "Bad Name", "", client.Page{}); !client.HasCode(err, "invalid_argument") {
+		t.Fatalf("bad name: %v", err)
+	}
+
+	// Reload picks up a new plugin and reports a broken one by file.
+	copyPlugin(t, faults, pdir, "faults.wasm")
+	if err := os.WriteFile(filepath.Join(pdir, "broken.wasm"), []byte("not wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rl, err := c.ReloadPlugins(ctx)
+	if err != nil || len(rl.Items) != 3 || len(rl.Errors) != 1 || !strings.Contains(rl.Errors[0].Path, "broken.wasm") {
+		t.Fatalf("ReloadPlugins = %+v, %v", rl, err)
+	}
+
+	// An endless loop is cut at the 100ms call timeout; the API answers
+	// meanwhile.
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := h.plugins.Ack(ctx, &abi.Message{Type: "Loop", Payload: []byte("loop")})
+		done <- err
+	}()
+	for i := 0; i < 5; i++ {
+		if _, err := c.ListPlugins(ctx, client.Page{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("loop: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("loop took %v", d)
+	}
+	if _, err := h.plugins.Ack(ctx, &abi.Message{Type: "Loop", Payload: []byte("ok")}); err != nil {
+		t.Fatalf("call after the timeout: %v", err)
+	}
+}
