@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -14,8 +13,6 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
-	"github.com/hostd-dev/hostd/runtime/catalog"
-	"github.com/hostd-dev/hostd/runtime/wal"
 )
 
 var crashPoints = []string{
@@ -208,8 +205,8 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil || res.State != "TOMBSTONE" {
 		t.Fatalf("a lock is still held: %+v %v", res, err)
 	}
+	checkChannels(t, c, len(l.acked)+1)
 	d.stop(t)
-	checkChannels(t, filepath.Join(dir, "data"), len(l.acked)+1)
 	hits, _ := os.ReadFile(fpLog)
 	for _, p := range crashPoints {
 		if !strings.Contains(string(hits), p+"\n") {
@@ -222,42 +219,33 @@ func TestCrashLoop(t *testing.T) {
 	t.Logf("%d rounds, %d broadcasts acknowledged, crashes at points: %v", rounds, len(l.acked), armed)
 }
 
-// checkChannels opens the stopped daemon's catalog and reads every
-// vchannel: no broadcast twice, every broadcast on the control channel.
-func checkChannels(t *testing.T, data string, want int) {
-	o := catalog.DefaultOptions(data)
-	o.GCInterval = 0
-	st, err := catalog.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	w, err := wal.Open(context.Background(), wal.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	for _, vc := range append([]string{wal.ControlChannel}, vchannels...) {
+// checkChannels reads every vchannel through the API (the consumers'
+// view): no broadcast twice, every broadcast on the control channel.
+func checkChannels(t *testing.T, c *client.Client, want int) {
+	for _, vc := range append([]string{"_control/0"}, vchannels...) {
 		seen := map[string]bool{}
 		from := uint64(0)
 		for {
-			ents, err := w.Read(context.Background(), vc, from, 1000)
-			if err != nil && !errors.Is(err, wal.ErrOutOfRange) {
-				t.Fatal(err)
+			res, err := c.ReadChannel(context.Background(), vc, from, 1000, 0)
+			if err != nil {
+				t.Fatalf("read %s from %d: %v", vc, from, err)
 			}
-			if len(ents) == 0 {
-				break
-			}
-			for _, e := range ents {
-				id := e.Props["hostd.broadcast.id"]
+			for _, m := range res.Messages {
+				id := m.Properties["hostd.broadcast.id"]
+				if id == "" {
+					continue // not a broadcast message
+				}
 				if seen[id] {
 					t.Fatalf("vchannel %s holds broadcast %s twice", vc, id)
 				}
 				seen[id] = true
 			}
-			from = ents[len(ents)-1].Offset + 1
+			if len(res.Messages) == 0 || res.Next <= from {
+				break
+			}
+			from = res.Next
 		}
-		if vc == wal.ControlChannel && len(seen) != want {
+		if vc == "_control/0" && len(seen) != want {
 			t.Fatalf("control channel holds %d broadcasts, want %d", len(seen), want)
 		}
 	}
