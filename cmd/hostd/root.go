@@ -27,7 +27,9 @@ var commands = []func(g *globals) *cobra.Command{
 	newBroadcastCmd,
 	newLockCmd,
 	newPresenceCmd,
-	// newTopicCmd,
+	newTopicCmd,
+	newGroupCmd,
+	newChannelCmd,
 	newPluginCmd,
 	newTraceCmd,
 }

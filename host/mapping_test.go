@@ -1,0 +1,150 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/config"
+)
+
+func startMappingHost(t *testing.T) *client.Client {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Mapping.Brokers = []config.MappingBroker{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	h := startHost(t, cfg)
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func apiCode(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce.Code
+	}
+	return ""
+}
+
+// TestTopicLifecycleAPI drives create → append → remap (a broadcast) →
+// read across segments → groups → grow → delete through the HTTP API.
+func TestTopicLifecycleAPI(t *testing.T) {
+	c := startMappingHost(t)
+	ctx := context.Background()
+	ch, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "orders", Queues: 6})
+	if err != nil || ch.BroadcastID == 0 || ch.Info == nil || len(ch.Info.Queues) != 6 {
+		t.Fatalf("create: %+v %v", ch, err)
+	}
+	counts := map[string]int{}
+	for _, q := range ch.Info.Queues {
+		counts[q.Broker]++
+	}
+	if counts["a"] != 2 || counts["b"] != 2 || counts["c"] != 2 {
+		t.Fatalf("placement %v", counts)
+	}
+	if _, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "orders", Queues: 6}); apiCode(err) != "already_exists" {
+		t.Fatalf("create twice: %v", err)
+	}
+	for i := 0; i < 10; i++ {
+		if _, err := c.AppendChannel(ctx, "orders/0", &client.AppendRequest{Records: []client.ChannelRecord{{PayloadText: fmt.Sprint(i)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dry, err := c.RemapTopic(ctx, "orders", &client.TopicRequest{Brokers: []string{"b", "c"}, DryRun: true})
+	if err != nil || len(dry.Moved) != 2 || dry.BroadcastID != 0 {
+		t.Fatalf("dry run: %+v %v", dry, err)
+	}
+	rm, err := c.RemapTopic(ctx, "orders", &client.TopicRequest{Brokers: []string{"b", "c"}})
+	if err != nil || len(rm.Moved) != 2 || rm.Epoch != 2 || rm.BroadcastID == 0 {
+		t.Fatalf("remap: %+v %v", rm, err)
+	}
+	// Queue 0 was on a: it moved. The remap broadcast left a marker in it.
+	res, err := c.AppendChannel(ctx, "orders/0", &client.AppendRequest{Records: []client.ChannelRecord{{PayloadText: "after"}}, ProducerID: "p", Seq: 1})
+	if err != nil || res.Positions[0].Offset != 11 {
+		t.Fatalf("append after remap: %+v %v", res, err)
+	}
+	again, err := c.AppendChannel(ctx, "orders/0", &client.AppendRequest{Records: []client.ChannelRecord{{PayloadText: "after"}}, ProducerID: "p", Seq: 1})
+	if err != nil || !again.Duplicate || again.Positions[0].Offset != 11 {
+		t.Fatalf("producer retry: %+v %v", again, err)
+	}
+	rd, err := c.ReadChannel(ctx, "orders/0", 0, 100, 0)
+	if err != nil || len(rd.Messages) != 12 || rd.Next != 12 {
+		t.Fatalf("read: %d %v", len(rd.Messages), err)
+	}
+	if rd.Messages[10].Properties["hostd.message.type"] != "topic.remap" || string(rd.Messages[11].Payload) != "after" ||
+		rd.Messages[10].Queue == rd.Messages[11].Queue {
+		t.Fatalf("marker/segments: %+v %+v", rd.Messages[10], rd.Messages[11])
+	}
+	// Long-poll read wakes on an append.
+	got := make(chan *client.ReadResult, 1)
+	go func() {
+		r, _ := c.ReadChannel(ctx, "orders/0", 12, 10, 10*time.Second)
+		got <- r
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := c.AppendChannel(ctx, "orders/0", &client.AppendRequest{Records: []client.ChannelRecord{{PayloadText: "late"}}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r == nil || len(r.Messages) != 1 || r.Messages[0].Offset != 12 {
+			t.Fatalf("long poll: %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long poll did not return")
+	}
+	if _, err := c.ReadChannel(ctx, "orders/0", 99, 10, 0); apiCode(err) != "offset_out_of_range" {
+		t.Fatalf("read past max: %v", err)
+	}
+	if _, err := c.CommitGroupOffset(ctx, "g1", "orders/0", 5); err != nil {
+		t.Fatal(err)
+	}
+	lag, err := c.GroupLag(ctx, "g1", "orders")
+	if err != nil || len(lag) != 6 || lag[0].Lag != 8 || !lag[0].Committed {
+		t.Fatalf("lag: %+v %v", lag, err)
+	}
+	if _, err := c.CommitGroupOffset(ctx, "g1", "orders/0", 500); apiCode(err) != "offset_out_of_range" {
+		t.Fatalf("commit past max: %v", err)
+	}
+	if _, err := c.GrowTopic(ctx, "orders", &client.TopicRequest{Queues: 3}); apiCode(err) != "invalid_argument" {
+		t.Fatalf("shrink: %v", err)
+	}
+	if _, err := c.RemapTopic(ctx, "orders", &client.TopicRequest{Brokers: []string{"zz"}}); apiCode(err) != "invalid_argument" {
+		t.Fatalf("unknown broker: %v", err)
+	}
+	if _, err := c.RemapTopic(ctx, "orders", &client.TopicRequest{Policy: "nope"}); apiCode(err) != "invalid_argument" {
+		t.Fatalf("unknown policy: %v", err)
+	}
+	gr, err := c.GrowTopic(ctx, "orders", &client.TopicRequest{Queues: 8})
+	if err != nil || gr.Epoch != 3 || len(gr.Info.Queues) != 8 {
+		t.Fatalf("grow: %+v %v", gr, err)
+	}
+	ti, err := c.DescribeTopic(ctx, "orders")
+	if err != nil || len(ti.Queues[0].Segments) != 2 || len(ti.Groups) != 1 {
+		t.Fatalf("describe: %+v %v", ti, err)
+	}
+	offs, err := c.TopicOffsets(ctx, "orders", time.Now().Add(-time.Hour))
+	if err != nil || len(offs) != 8 || offs[0].Max != 13 || *offs[0].AtTime != 0 {
+		t.Fatalf("offsets: %+v %v", offs, err)
+	}
+	l, err := c.ListTopics(ctx, client.Page{})
+	if err != nil || len(l.Items) != 2 { // _control and orders
+		t.Fatalf("list: %+v %v", l, err)
+	}
+	if _, err := c.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DescribeTopic(ctx, "orders"); apiCode(err) != "not_found" {
+		t.Fatalf("describe deleted: %v", err)
+	}
+	// Broadcasts resolve through the mapping: the control channel is _control/0.
+	b, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop"})
+	if err != nil || b.State != "TOMBSTONE" || b.Appends[0].PhysicalQueue == "_control/0" {
+		t.Fatalf("broadcast through the mapping: %+v %v", b, err)
+	}
+}
