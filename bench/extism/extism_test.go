@@ -18,7 +18,7 @@ import (
 var sizes = []struct {
 	name string
 	n    int
-}{{"256B", 256}, {"64KiB", 64 << 10}}
+}{{"0B", 0}, {"256B", 256}, {"64KiB", 64 << 10}}
 
 var (
 	guestOnce sync.Once
@@ -105,7 +105,7 @@ func TestExtismMatchesNative(t *testing.T) {
 			t.Fatalf("payload %s: %d bytes", s.name, len(payload))
 		}
 		wc, ws := Parse(payload)
-		if wc == 0 {
+		if wc == 0 && s.n > 0 {
 			t.Fatalf("payload %s parses to no records", s.name)
 		}
 		for i := 0; i < 3; i++ {
@@ -158,6 +158,22 @@ type Result struct {
 	NativeNs float64 `json:"native_ns_per_op"`
 }
 
+// rounds is how many times each row is measured; the fastest round is
+// kept, the least disturbed by other load on the machine.
+const rounds = 3
+
+// minNs runs f rounds times and returns the lowest ns per op.
+func minNs(f func(*testing.B)) float64 {
+	best := 0.0
+	for i := 0; i < rounds; i++ {
+		r := testing.Benchmark(f)
+		if ns := float64(r.T.Nanoseconds()) / float64(r.N); i == 0 || ns < best {
+			best = ns
+		}
+	}
+	return best
+}
+
 // TestExtismTable measures native and Extism calls in this process and
 // prints them as BENCH lines. It runs only with HOSTD_BENCH=1 (it takes a
 // few seconds per row).
@@ -171,11 +187,10 @@ func TestExtismTable(t *testing.T) {
 	}{{"extism", false}, {"extism+close-on-ctx-done", true}}
 	for _, s := range sizes {
 		payload := Payload(s.n)
-		native := float64(testing.Benchmark(benchNative(payload)).NsPerOp())
+		native := minNs(benchNative(payload))
 		for _, v := range variants {
 			p := newPlugin(t, v.closeOnDone)
-			r := testing.Benchmark(benchExtism(p, payload))
-			line, _ := json.Marshal(Result{Variant: v.name, Size: s.name, NsPerOp: float64(r.T.Nanoseconds()) / float64(r.N), NativeNs: native})
+			line, _ := json.Marshal(Result{Variant: v.name, Size: s.name, NsPerOp: minNs(benchExtism(p, payload)), NativeNs: native})
 			fmt.Printf("BENCH %s\n", line)
 		}
 	}

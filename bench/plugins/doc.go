@@ -6,12 +6,14 @@
 //	cd bench && HOSTD_BENCH=1 go test -run TestPluginCallTable -v ./plugins
 //
 // The work (Parse) is identical everywhere: count the "key=value;"
-// records of a 256-byte or 64-KiB payload and hash their values; the
-// 12-byte result is returned (hostd: a staged KV write, the way ack
+// records of a 256-byte or 64-KiB payload and hash their values (the 0-byte
+// rows show the fixed cost of a call); the 12-byte result is returned (hostd: a staged KV write, the way ack
 // callbacks return state; Extism: output_set). The Extism side lives in
 // the module bench/extism (its go-sdk pins an older wazero); the table test
 // runs its TestExtismTable in a subprocess and merges its rows, each of
 // which carries the native baseline measured in that process.
 //
+// Each row is the best of three measurements (the machine may be shared).
+// The hostd-no-kv rows skip the result's KV write, isolating its cost.
 // `go test -bench . ./plugins` runs the hostd rows as ordinary benchmarks.
 package pluginbench

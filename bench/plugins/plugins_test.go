@@ -26,7 +26,7 @@ import (
 var sizes = []struct {
 	name string
 	n    int
-}{{"256B", 256}, {"64KiB", 64 << 10}}
+}{{"0B", 0}, {"256B", 256}, {"64KiB", 64 << 10}}
 
 // nativeAck is the baseline: a Go function doing the same work and
 // producing the same 12-byte result.
@@ -144,8 +144,20 @@ type row struct {
 	NativeNs float64 `json:"native_ns_per_op"`
 }
 
-func nsPerOp(r testing.BenchmarkResult) float64 {
-	return float64(r.T.Nanoseconds()) / float64(r.N)
+// rounds is how many times each row is measured; the table keeps the
+// fastest round, which is the least disturbed by other load on the machine.
+const rounds = 3
+
+// minNs runs f rounds times and returns the lowest ns per op.
+func minNs(f func(*testing.B)) float64 {
+	best := 0.0
+	for i := 0; i < rounds; i++ {
+		r := testing.Benchmark(f)
+		if ns := float64(r.T.Nanoseconds()) / float64(r.N); i == 0 || ns < best {
+			best = ns
+		}
+	}
+	return best
 }
 
 // TestPluginCallTable measures native, hostd and (in a subprocess of the
@@ -160,7 +172,7 @@ func TestPluginCallTable(t *testing.T) {
 	var rows []row
 	for _, s := range sizes {
 		p := Payload(s.n)
-		native := nsPerOp(testing.Benchmark(benchNative(p)))
+		native := minNs(benchNative(p))
 		var stop func()
 		if f := os.Getenv("HOSTD_BENCH_PROFILE"); f != "" && s.n == 256 {
 			w, err := os.Create(f)
@@ -172,11 +184,11 @@ func TestPluginCallTable(t *testing.T) {
 			}
 			stop = func() { pprof.StopCPUProfile(); w.Close() }
 		}
-		hostd := nsPerOp(testing.Benchmark(benchHostd(rt, p)))
+		hostd := minNs(benchHostd(rt, p))
 		if stop != nil {
 			stop()
 		}
-		noKV := nsPerOp(testing.Benchmark(benchHostdParse(rt, p)))
+		noKV := minNs(benchHostdParse(rt, p))
 		rows = append(rows, row{"native", s.name, native, native}, row{"hostd", s.name, hostd, native},
 			row{"hostd-no-kv", s.name, noKV, native})
 	}
@@ -206,7 +218,7 @@ func TestPluginCallTable(t *testing.T) {
 		byKey[r.Variant+"/"+r.Size] = r
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| variant | payload | ns/call | × native (same process) | extism ÷ hostd |\n|---|---|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "\n| variant | payload | ns/call (best of 3) | × native (same process) | extism ÷ hostd |\n|---|---|---:|---:|---:|\n")
 	for _, s := range sizes {
 		h := byKey["hostd/"+s.name]
 		for _, v := range []string{"native", "hostd", "hostd-no-kv", "extism", "extism+close-on-ctx-done"} {

@@ -1,0 +1,15 @@
+// Package tracing measures what tracing costs a broadcast: hostd in-process
+// (default config, Badger with fsynced commits, the HTTP API) runs the same
+// broadcast load with telemetry.traces.exporter "none" and "file" (the
+// default: every span written to <data dir>/traces/spans.jsonl as it ends),
+// alternating rounds in one run so machine noise hits both alike, and
+// reports the throughput ratio. The target (issue 7) is at most 10% loss.
+//
+//	cd bench && go test ./tracing -run XXX -bench . -benchtime 2s -count 1
+//
+// BenchmarkBroadcastTracing prints broadcasts/s per exporter and the ratio
+// file/none at the end; BenchmarkSpanExport measures one span start+end
+// through the file exporter against a recorder-less provider (the raw cost
+// per span). A broadcast makes about six spans (request, create, a send per
+// vchannel, process broadcast).
+package tracing

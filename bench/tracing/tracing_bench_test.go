@@ -1,0 +1,155 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host"
+	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/host/telemetry"
+)
+
+const clients = 32
+
+var vchannels = []string{"orders/0", "orders/1"}
+
+func startHostd(b *testing.B, exporter string) (*client.Client, string) {
+	cfg := config.Default()
+	cfg.API.Listen = "127.0.0.1:0"
+	cfg.Data.Dir = b.TempDir()
+	cfg.Telemetry.Traces.Exporter = exporter
+	cfg.Broadcast.Vchannels = vchannels
+	h, err := host.Open(context.Background(), &cfg, host.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+	c, err := client.New(h.URL(), client.WithHTTPClient(&http.Client{
+		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, cfg.Data.Dir
+}
+
+// run submits b.N noop broadcasts (wait=done) from `clients` goroutines,
+// each on its own collection key so they do not serialize on locks.
+func run(b *testing.B, c *client.Client) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	ctx := context.Background()
+	b.ResetTimer()
+	for w := range clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: "x",
+					VChannels:    vchannels,
+					ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", w), Mode: "exclusive"}}})
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				if res.State != "TOMBSTONE" {
+					failed.Store(fmt.Errorf("broadcast %d ended %s", res.ID, res.State))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func BenchmarkBroadcastTracing(b *testing.B) {
+	rates := map[string][]float64{}
+	for round := 1; round <= 2; round++ {
+		for _, exp := range []string{"none", "file"} {
+			b.Run(fmt.Sprintf("exporter=%s/round=%d", exp, round), func(b *testing.B) {
+				c, dir := startHostd(b, exp)
+				run(b, c)
+				rate := float64(b.N) / b.Elapsed().Seconds()
+				b.ReportMetric(rate, "broadcasts/s")
+				b.ReportMetric(0, "ns/op")
+				if b.N > 1 {
+					rates[exp] = append(rates[exp], rate)
+				}
+				if exp == "file" {
+					fi, err := os.Stat(filepath.Join(telemetry.TraceDir(dir), telemetry.TraceFileName))
+					if err != nil || fi.Size() == 0 {
+						b.Fatalf("file exporter wrote nothing: %v", err)
+					}
+					b.ReportMetric(float64(fi.Size())/float64(b.N), "trace-bytes/broadcast")
+				}
+			})
+		}
+	}
+	mean := func(xs []float64) float64 {
+		s := 0.0
+		for _, x := range xs {
+			s += x
+		}
+		return s / float64(max(len(xs), 1))
+	}
+	if len(rates["none"]) > 0 && len(rates["file"]) > 0 {
+		none, file := mean(rates["none"]), mean(rates["file"])
+		fmt.Printf("\nbroadcast throughput, %d clients, %d vchannels + control, wait=done:\n", clients, len(vchannels))
+		fmt.Printf("  exporter none  %8.0f broadcasts/s (rounds %v)\n", none, fmtRates(rates["none"]))
+		fmt.Printf("  exporter file  %8.0f broadcasts/s (rounds %v)\n", file, fmtRates(rates["file"]))
+		fmt.Printf("  file/none = %.3f (loss %.1f%%; target <= 10%%)\n\n", file/none, 100*(1-file/none))
+	}
+}
+
+func fmtRates(xs []float64) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%.0f", x)
+	}
+	return out
+}
+
+// BenchmarkSpanExport: one span start+end, through the file exporter
+// (synchronous, one write per span) vs a provider with no processor.
+func BenchmarkSpanExport(b *testing.B) {
+	for _, name := range []string{"none", "file"} {
+		b.Run("exporter="+name, func(b *testing.B) {
+			var opts []sdktrace.TracerProviderOption
+			if name == "file" {
+				exp, err := telemetry.NewFileExporter(telemetry.FileExporterConfig{Dir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				opts = append(opts, sdktrace.WithSyncer(exp))
+			}
+			tp := sdktrace.NewTracerProvider(opts...)
+			defer tp.Shutdown(context.Background())
+			tr := tp.Tracer("bench")
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					_, s := tr.Start(ctx, "send orders/0", trace.WithSpanKind(trace.SpanKindClient))
+					s.End()
+				}
+			})
+		})
+	}
+}
