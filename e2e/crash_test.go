@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -53,9 +54,16 @@ func (l *ledger) take(newOK bool) (string, bool) {
 	return k, true
 }
 
+// request is the broadcast a client sends for key: a noop, or with the
+// collections plugin a CreateDatabase whose effect (a KV record with a
+// fresh id) shows whether it was applied exactly once.
 func request(key string) *client.BroadcastRequest {
 	n, _ := strconv.Atoi(strings.TrimPrefix(key, "req-"))
-	return &client.BroadcastRequest{Type: "noop", PayloadText: key, VChannels: vchannels, IdempotencyKey: key,
+	typ, payload := "noop", key
+	if useCollections {
+		typ, payload = "CreateDatabase", fmt.Sprintf(`{"name":"d%05d"}`, n)
+	}
+	return &client.BroadcastRequest{Type: typ, PayloadText: payload, VChannels: vchannels, IdempotencyKey: key,
 		ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", n%5), Mode: "exclusive"}},
 		Timeout:      "5s"}
 }
@@ -102,18 +110,33 @@ func runClients(t *testing.T, c *client.Client, l *ledger, stop <-chan struct{},
 	wg.Wait()
 }
 
+var useCollections bool
+
 // TestCrashLoop: a stream of idempotent broadcasts, hostd SIGKILLed at
 // random moments and at every named crash point, restarted each time. At
 // the end every acknowledged broadcast is TOMBSTONE exactly once, every
 // key maps to one task, no lock is held, no vchannel holds a message twice.
 func TestCrashLoop(t *testing.T) {
-	rounds := 12
+	t.Run("noop", func(t *testing.T) { useCollections = false; crashLoop(t, 12, 0) })
+	// The plugin run arms the points around the callback and its commit.
+	t.Run("collections", func(t *testing.T) { useCollections = true; crashLoop(t, 8, 2) })
+}
+
+func crashLoop(t *testing.T, rounds, firstPoint int) {
 	if long() {
-		rounds = 80
+		rounds *= 8
 	}
 	dir := t.TempDir()
 	addr := freePort(t)
 	cfg := writeConfig(t, dir, addr, vchannels)
+	if useCollections {
+		f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "plugins:\n  list:\n    - name: collections\n      path: %s\n", collectionsWasm(t))
+		f.Close()
+	}
 	logPath := filepath.Join(dir, "hostd.log")
 	fpLog := filepath.Join(dir, "failpoints.log")
 	c, err := client.New("http://" + addr)
@@ -127,7 +150,7 @@ func TestCrashLoop(t *testing.T) {
 		env := []string{"HOSTD_FAILPOINTS_LOG=" + fpLog}
 		point := ""
 		if round%2 == 0 {
-			point = crashPoints[(round/2)%len(crashPoints)]
+			point = crashPoints[(firstPoint+round/2)%len(crashPoints)]
 			env = append(env, fmt.Sprintf("HOSTD_FAILPOINTS=%s=crash@%d", point, 2+rnd.Intn(15)))
 		}
 		d := start(t, cfg, addr, logPath, env...)
@@ -199,6 +222,9 @@ func TestCrashLoop(t *testing.T) {
 			t.Fatalf("task %+v", tk)
 		}
 	}
+	if useCollections {
+		checkCollections(t, c, len(l.acked))
+	}
 	// No lock left held: an exclusive cluster key conflicts with every task.
 	res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", Timeout: "5s",
 		ResourceKeys: []client.ResourceKey{{Domain: "cluster", Key: "cluster", Mode: "exclusive"}}})
@@ -247,6 +273,44 @@ func checkChannels(t *testing.T, c *client.Client, want int) {
 		}
 		if vc == "_control/0" && len(seen) != want {
 			t.Fatalf("control channel holds %d broadcasts, want %d", len(seen), want)
+		}
+	}
+}
+
+// checkCollections: every CreateDatabase applied exactly once — one
+// record per key and the plugin's ids exactly 1..n (a second application
+// would consume an id or fail the task).
+func checkCollections(t *testing.T, c *client.Client, n int) {
+	ids := map[int]bool{}
+	page := client.Page{Limit: 1000}
+	for {
+		l, err := c.ScanPluginKV(context.Background(), "collections", "db/", page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range l.Items {
+			var rec struct {
+				ID int `json:"id"`
+			}
+			if err := json.Unmarshal(kv.Value, &rec); err != nil {
+				t.Fatalf("%s: %v", kv.Key, err)
+			}
+			if ids[rec.ID] {
+				t.Fatalf("id %d used twice", rec.ID)
+			}
+			ids[rec.ID] = true
+		}
+		if l.NextPageToken == "" {
+			break
+		}
+		page.Token = l.NextPageToken
+	}
+	if len(ids) != n {
+		t.Fatalf("%d databases for %d acknowledged requests", len(ids), n)
+	}
+	for i := 1; i <= n; i++ {
+		if !ids[i] {
+			t.Fatalf("id %d missing: an effect was applied twice or lost (ids %v)", i, ids)
 		}
 	}
 }

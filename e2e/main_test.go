@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
 )
 
 var hostdBin string
@@ -32,6 +33,11 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// collectionsWasm builds plugins/collections for wasip1 (cached).
+func collectionsWasm(t *testing.T) string {
+	return wasmtest.Build(t, "../plugins/collections")
 }
 
 func long() bool { return os.Getenv("HOSTD_LONG") == "1" }
