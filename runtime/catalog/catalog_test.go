@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 func openTest(t *testing.T, mut ...func(*Options)) *DB {
 	t.Helper()
 	o := DefaultOptions(t.TempDir())
+	o.MemTableSize = 8 << 20 // fast to open; the default is for production
 	for _, f := range mut {
 		f(&o)
 	}
@@ -119,11 +120,11 @@ func TestInvalidBatches(t *testing.T) {
 func TestBatchTooLargeNamesSizes(t *testing.T) {
 	db := openTest(t, func(o *Options) { o.MemTableSize = 4 << 20 })
 	var ops []Op
-	for i := 0; i < 8; i++ {
-		ops = append(ops, Op{Key: []byte(fmt.Sprintf("big/%d", i)), Value: make([]byte, 512<<10)})
+	for i := 0; i < 100; i++ {
+		ops = append(ops, Op{Key: []byte(fmt.Sprintf("big/%d", i)), Value: make([]byte, 60<<10)})
 	}
 	_, err := db.Commit(context.Background(), &Batch{Ops: ops})
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "8 ops") {
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "100 ops") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -134,7 +135,7 @@ func TestRoundSplitAcrossTxns(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t, func(o *Options) { o.MemTableSize = 4 << 20 })
 	maxSize, _ := db.c.maxTxn()
-	val := make([]byte, 64<<10)
+	val := make([]byte, 32<<10)
 	perWriter := 2
 	writers := int(maxSize/int64(perWriter*len(val))) * 3
 	queueN, release := holdRound(t, db)
@@ -355,7 +356,7 @@ func TestRangeChecks(t *testing.T) {
 func TestSequences(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	o := DefaultOptions(dir)
+	o := testOptions(dir)
 	o.SequenceBlock = 10
 	db, err := Open(o)
 	if err != nil {
@@ -392,12 +393,12 @@ func TestSequences(t *testing.T) {
 
 func TestSecondOpenRefused(t *testing.T) {
 	dir := t.TempDir()
-	db1, err := Open(DefaultOptions(dir))
+	db1, err := Open(testOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db1.Close()
-	_, err = Open(DefaultOptions(dir))
+	_, err = Open(testOptions(dir))
 	var le *LockedError
 	if !errors.Is(err, ErrLocked) || !errors.As(err, &le) || !strings.Contains(err.Error(), dir) {
 		t.Fatalf("second open: %v", err)
@@ -410,7 +411,7 @@ func TestSecondOpenRefused(t *testing.T) {
 
 func TestNewerFormatRefused(t *testing.T) {
 	dir := t.TempDir()
-	db, err := Open(DefaultOptions(dir))
+	db, err := Open(testOptions(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +419,7 @@ func TestNewerFormatRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	_, err = Open(DefaultOptions(dir))
+	_, err = Open(testOptions(dir))
 	var fe *FormatError
 	if !errors.Is(err, ErrFormat) || !errors.As(err, &fe) || fe.Found != FormatVersion+1 {
 		t.Fatalf("open newer: %v", err)
@@ -433,7 +434,7 @@ func TestNewerFormatRefused(t *testing.T) {
 
 func TestCloseWithQueuedCommits(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(DefaultOptions(t.TempDir()))
+	db, err := Open(testOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,4 +504,11 @@ func TestOpenMemoryAndOptionsValidate(t *testing.T) {
 			t.Fatalf("Validate() = %v, lacks %s", err, want)
 		}
 	}
+}
+
+// testOptions are the defaults with a small memtable (quick to open).
+func testOptions(dir string) Options {
+	o := DefaultOptions(dir)
+	o.MemTableSize = 8 << 20
+	return o
 }

@@ -162,10 +162,19 @@ func (c *committer) commit(ctx context.Context, b *Batch, internal bool) (Versio
 	}
 }
 
+// valueThreshold: values at least this long live in Badger's value log and
+// count only a pointer against the transaction size.
+const valueThreshold = 64 << 10
+
 // entrySize over-estimates Badger's per-entry transaction size accounting
-// (key + value + metas + version), so a staged txn never hits ErrTxnTooBig.
+// (key + value or value pointer + metas + version), so a staged txn never
+// hits ErrTxnTooBig.
 func entrySize(op Op) int64 {
-	return int64(len(op.Key)) + int64(len(op.Value)) + 32
+	v := int64(len(op.Value))
+	if v >= valueThreshold {
+		v = 12
+	}
+	return int64(len(op.Key)) + v + 2 + 10 + 8
 }
 
 // stop makes new commits fail with ErrClosed, lets the running round
@@ -189,6 +198,10 @@ func (c *committer) run() {
 	for {
 		select {
 		case <-c.quit:
+		case <-c.wake:
+		}
+		select {
+		case <-c.quit: // stopping wins over a pending wake-up
 			c.mu.Lock()
 			q := c.queue
 			c.queue = nil
@@ -197,7 +210,7 @@ func (c *committer) run() {
 				r.done <- result{err: ErrClosed}
 			}
 			return
-		case <-c.wake:
+		default:
 		}
 		c.mu.Lock()
 		q := c.queue
@@ -205,21 +218,6 @@ func (c *committer) run() {
 		c.mu.Unlock()
 		if len(q) > 0 {
 			c.round(q)
-		}
-		select {
-		case <-c.quit:
-		default:
-			// More may have queued during the round: go again without
-			// waiting for a wake-up that was already consumed.
-			c.mu.Lock()
-			more := len(c.queue) > 0
-			c.mu.Unlock()
-			if more {
-				select {
-				case c.wake <- struct{}{}:
-				default:
-				}
-			}
 		}
 	}
 }

@@ -100,15 +100,7 @@ func Open(opts Options) (*DB, error) {
 			return nil, fmt.Errorf("catalog: create data directory %s: %w", dir, err)
 		}
 	}
-	bo := badger.DefaultOptions(dir).
-		WithInMemory(opts.InMemory).
-		WithSyncWrites(opts.SyncWrites).
-		WithLogger(badgerLogger{opts.Logger}).
-		WithMemTableSize(opts.MemTableSize).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithNumVersionsToKeep(1).
-		WithValueThreshold(64 << 10).
-		WithMetricsEnabled(false)
+	bo := badgerOptions(opts, dir)
 	bdb, err := badger.OpenManaged(bo)
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
@@ -147,6 +139,22 @@ func Open(opts Options) (*DB, error) {
 	}
 	db.log.Debug("catalog opened", "dir", displayDir(dir), "version", db.lastTs.Load())
 	return db, nil
+}
+
+// badgerOptions maps Options to Badger's (dir must be absolute or "").
+func badgerOptions(opts Options, dir string) badger.Options {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return badger.DefaultOptions(dir).
+		WithInMemory(opts.InMemory).
+		WithSyncWrites(opts.SyncWrites).
+		WithLogger(badgerLogger{opts.Logger}).
+		WithMemTableSize(opts.MemTableSize).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithNumVersionsToKeep(1).
+		WithValueThreshold(valueThreshold).
+		WithMetricsEnabled(false)
 }
 
 func displayDir(dir string) string {

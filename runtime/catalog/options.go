@@ -40,7 +40,8 @@ type Options struct {
 	// crash are skipped (gaps). Default 1024.
 	SequenceBlock uint64
 	// MemTableSize is Badger's memtable size in bytes; the largest atomic
-	// batch is about 15% of it. Default 64 MiB.
+	// batch is about 13% of it (values of 64 KiB and more count only as a
+	// pointer). Default 32 MiB.
 	MemTableSize int64
 	// BlockCacheSize is Badger's block cache in bytes. Default 32 MiB.
 	BlockCacheSize int64
@@ -56,7 +57,7 @@ func DefaultOptions(dir string) Options {
 		MaxKeySize:     4 << 10,
 		MaxValueSize:   1 << 20,
 		SequenceBlock:  1024,
-		MemTableSize:   64 << 20,
+		MemTableSize:   32 << 20,
 		BlockCacheSize: 32 << 20,
 	}
 }

@@ -16,7 +16,7 @@ const childEnv = "HOSTD_CATALOG_SEQ_CHILD_DIR"
 // seqChild runs in a re-executed test binary: it allocates sequence values
 // forever, printing each after NextSequence returned, until killed.
 func seqChild() {
-	o := DefaultOptions(os.Getenv(childEnv))
+	o := testOptions(os.Getenv(childEnv))
 	o.SequenceBlock = 7
 	db, err := Open(o)
 	if err != nil {
@@ -69,7 +69,7 @@ func TestSequenceNeverReusedAcrossSIGKILL(t *testing.T) {
 		if maxSeen == 0 {
 			t.Fatal("child printed nothing")
 		}
-		db, err := Open(DefaultOptions(dir))
+		db, err := Open(testOptions(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
