@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hostd-dev/hostd/internal/wasmtest"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wasm"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
@@ -70,9 +71,15 @@ func TestPluginNewBuildLoad(t *testing.T) {
 		t.Fatalf("plugin build printed %q, want %q", out, wasmFile)
 	}
 
+	store, err := catalog.Open(catalog.DefaultOptions(filepath.Join(parent, "catalog")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
 	rt, err := wasm.New(ctx, wasm.Config{
 		Plugins:  []wasm.Spec{{Name: "greeter", Path: wasmFile, Config: map[string]string{"max_len": "5"}}},
 		CacheDir: wasmtest.CacheDir(),
+		Store:    store,
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -88,6 +95,21 @@ func TestPluginNewBuildLoad(t *testing.T) {
 	err = rt.Validate(ctx, &abi.Message{Type: "GreeterNote", Payload: []byte(`{"id":"a","text":"too long"}`)}, nil)
 	if !wasm.IsPermanent(err) || !strings.Contains(err.Error(), "max_len is 5") {
 		t.Fatalf("long note: %v", err)
+	}
+	// The ack callback stages note/a and count; commit them as the
+	// broadcast engine would, and read them back.
+	res, err := rt.Ack(ctx, &abi.Message{ID: 7, Type: "GreeterNote", Payload: []byte(`{"id":"a","text":"hi"}`), Attempt: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(ctx, &catalog.Batch{Checks: res.Checks, RangeChecks: res.RangeChecks, Ops: res.Ops}); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"note/a": "hi", "count": "1"} {
+		v, _, err := rt.KVGet(ctx, "greeter", []byte(key))
+		if err != nil || string(v) != want {
+			t.Fatalf("kv %s = %q, %v; want %q", key, v, err, want)
+		}
 	}
 }
 
