@@ -65,7 +65,7 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 // message; the instance is replaced and many further calls succeed.
 func TestCrashesReplaceTheInstance(t *testing.T) {
 	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "faults", Path: faultsWasm(t),
-		Limits: Limits{PoolSize: 2, MemoryLimit: 32 << 20, CallTimeout: 10 * time.Second}}}})
+		Limits: Limits{PoolSize: 2, MemoryLimit: 16 << 20, CallTimeout: 20 * time.Second}}}})
 	cases := []struct {
 		typ, payload string
 		kind         ErrorKind
@@ -85,8 +85,8 @@ func TestCrashesReplaceTheInstance(t *testing.T) {
 				t.Fatalf("%s reported permanent", c.kind)
 			}
 			n := 1000
-			if testing.Short() {
-				n = 100
+			if testing.Short() || raceEnabled {
+				n = 100 // -race makes each instantiation ~20x slower
 			}
 			for i := 0; i < n; i++ {
 				if _, err := r.Ack(bg, msg(c.typ, "ok")); err != nil {

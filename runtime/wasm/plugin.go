@@ -251,12 +251,21 @@ func sig(params, results []api.ValueType) string {
 	return "(" + names(params) + ")->(" + names(results) + ")"
 }
 
+// testStartFault, when set by a test, makes instantiation fail (fault
+// injection for the crash-loop backoff test).
+var testStartFault atomic.Pointer[func(plugin string) error]
+
 // initTimeout is the least time _initialize gets.
 const initTimeout = 10 * time.Second
 
 // instantiate creates an instance and runs _initialize. first records the
 // registrations; later instances must register exactly the same handlers.
 func (v *version) instantiate(ctx context.Context, first bool) (*instance, error) {
+	if f := testStartFault.Load(); f != nil {
+		if err := (*f)(v.name); err != nil {
+			return nil, err
+		}
+	}
 	inst := &instance{cs: &callState{v: v, inInit: true}}
 	inst.stdout = &stdio{cs: inst.cs, stream: "stdout", level: slog.LevelInfo}
 	inst.stderr = &stdio{cs: inst.cs, stream: "stderr", level: slog.LevelWarn}
@@ -348,6 +357,9 @@ func (v *version) acquire(ctx context.Context) (*instance, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-t.C:
+			if v.ctx.Err() != nil {
+				return nil, &PluginError{Plugin: v.name, Kind: KindUnavailable, Message: "plugin runtime closed"}
+			}
 			if v.live.Load() == 0 && v.startFailures.Load() > 0 {
 				msg := "no instance could be started"
 				if p := v.lastErr.Load(); p != nil {
@@ -429,8 +441,9 @@ func (v *version) unref() {
 func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32, input func([]byte) []byte, kv *kvSession, span trace.Span) (out []byte, err error) {
 	inst, err := v.acquire(ctx)
 	if err != nil {
-		if _, ok := err.(*PluginError); ok {
-			return nil, err
+		if pe, ok := err.(*PluginError); ok {
+			pe.Handler, pe.Name = kind.String(), name
+			return nil, pe
 		}
 		return nil, &PluginError{Plugin: v.name, Handler: kind.String(), Name: name, Kind: KindCanceled, Message: err.Error()}
 	}
@@ -509,6 +522,8 @@ func (v *version) classify(parent, cctx context.Context, kind abi.Kind, name str
 	stderr := inst.stderr.summary()
 	var exit *sys.ExitError
 	switch {
+	case v.ctx.Err() != nil:
+		pe.Kind, pe.Message = KindUnavailable, "plugin runtime closed during the call"
 	case parent.Err() != nil:
 		pe.Kind, pe.Message = KindCanceled, "caller's context ended during the call: "+parent.Err().Error()
 	case errors.Is(cctx.Err(), context.DeadlineExceeded):
