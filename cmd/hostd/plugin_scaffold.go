@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -39,8 +41,10 @@ Then: cd NAME && go test ./... && hostd plugin build .`,
 				return err
 			}
 			rel := out
-			if r, err := filepath.Rel(".", out); err == nil && !filepath.IsAbs(r) && len(r) < len(out) {
-				rel = r
+			if wd, err := os.Getwd(); err == nil {
+				if r, err := filepath.Rel(wd, out); err == nil && !strings.HasPrefix(r, "..") {
+					rel = r
+				}
 			}
 			fmt.Fprintf(g.stdout, "created plugin %s in %s (message type %s)\n", args[0], out, scaffold.MessageType(args[0]))
 			fmt.Fprintf(g.stdout, "next: cd %s && go test ./... && hostd plugin build .\n", rel)
