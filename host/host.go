@@ -29,6 +29,7 @@ import (
 // opener lives in host/<feature>.go. Dependencies come first: an opener may
 // use what an earlier one stored on the Host.
 var features = []feature{
+	{"admin", openAdmin},
 	{"locks", openLocks},
 	{"mapping", openMapping},
 	{"plugins", openPlugins},

@@ -1,0 +1,46 @@
+package host
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/hostd-dev/hostd/host/api"
+)
+
+// Trailers of POST /v1/admin/backup. The backup streams, so its outcome is
+// known only after the body: the server sets TrailerBackupError when the
+// backup failed midway (the body is then incomplete), and
+// TrailerBackupVersion, the catalog version of the snapshot, when it
+// succeeded.
+const (
+	TrailerBackupError   = "Hostd-Backup-Error"
+	TrailerBackupVersion = "Hostd-Backup-Version"
+)
+
+// openAdmin registers the daemon's administrative operations.
+func openAdmin(_ context.Context, h *Host) error {
+	h.api.Handle("POST /v1/admin/backup", api.RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
+		start := time.Now()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Disposition", `attachment; filename="hostd.backup"`)
+		w.Header().Set("Trailer", TrailerBackupError+", "+TrailerBackupVersion)
+		w.WriteHeader(http.StatusOK)
+		ver, err := h.db.Backup(r.Context(), w)
+		if err != nil {
+			w.Header().Set(TrailerBackupError, err.Error())
+			h.log.Error("backup failed", "err", err, "principal", principalName(r))
+			return nil // the status is sent; the trailer carries the failure
+		}
+		w.Header().Set(TrailerBackupVersion, strconv.FormatUint(uint64(ver), 10))
+		h.log.Info("backup streamed", "version", uint64(ver), "duration", time.Since(start), "principal", principalName(r))
+		return nil
+	}, api.WithTimeout(-1))
+	return nil
+}
+
+func principalName(r *http.Request) string {
+	p, _ := api.PrincipalFrom(r.Context())
+	return p.Name
+}
