@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
+)
+
+// The operator's plugin commands against a real daemon subprocess: ls, kv
+// get/scan after a broadcast ran the plugin's callback, SIGHUP and
+// `plugin reload` (a broken file: exit 1 naming it).
+func TestPluginOperatorCLI(t *testing.T) {
+	echo := wasmtest.Build(t, "../../runtime/wasm/testdata/echo")
+	faults := wasmtest.Build(t, "../../runtime/wasm/testdata/faults")
+	dir := t.TempDir()
+	pdir := filepath.Join(dir, "data", "plugins")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cp := func(src, name string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pdir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cp(echo, "echo.wasm")
+	// Share the tests' compilation cache (a cold compile is ~2s).
+	if err := os.Symlink(wasmtest.CacheDir(), filepath.Join(dir, "data", "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, dir, "--listen", "127.0.0.1:0", "--data-dir", "data")
+	addr := []string{"--addr", d.addr}
+
+	out, _, code := runCLI(t, dir, append([]string{"plugin", "ls"}, addr...)...)
+	if code != 0 || !strings.Contains(out, "echo") || !strings.Contains(out, "ack:Echo") || !strings.Contains(out, "v1") {
+		t.Fatalf("plugin ls: %d\n%s", code, out)
+	}
+	if _, errOut, code := runCLI(t, dir, append([]string{"broadcast", "send", "Counter"}, addr...)...); code != 0 {
+		t.Fatalf("broadcast: %d %s", code, errOut)
+	}
+	out, _, code = runCLI(t, dir, append([]string{"plugin", "kv", "get", "echo", "n"}, addr...)...)
+	if code != 0 || strings.TrimSpace(out) != "1" {
+		t.Fatalf("kv get: %d %q", code, out)
+	}
+	var kvs []client.PluginKV
+	cliJSON(t, dir, &kvs, append([]string{"plugin", "kv", "scan", "echo"}, addr...)...)
+	if len(kvs) != 1 || kvs[0].Key != "n" {
+		t.Fatalf("kv scan: %+v", kvs)
+	}
+	if _, errOut, code := runCLI(t, dir, append([]string{"plugin", "kv", "get", "echo", "nope"}, addr...)...); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("kv get missing: %d %s", code, errOut)
+	}
+
+	// SIGHUP reloads.
+	cp(faults, "faults.wasm")
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, _, _ = runCLI(t, dir, append([]string{"plugin", "ls"}, addr...)...)
+		if strings.Contains(out, "faults") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not load faults:\n%s\n%s", out, d.Logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// plugin reload reports a broken file and exits 1.
+	if err := os.WriteFile(filepath.Join(pdir, "broken.wasm"), []byte("nope"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, dir, append([]string{"plugin", "reload"}, addr...)...)
+	if code != 1 || !strings.Contains(errOut, "broken.wasm") || !strings.Contains(out, "echo") {
+		t.Fatalf("reload: %d\n%s\n%s", code, out, errOut)
+	}
+}
