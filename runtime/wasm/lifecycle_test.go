@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -199,5 +202,73 @@ func TestSpans(t *testing.T) {
 	}
 	if spans[1].Status().Code != 1 /* codes.Error */ || len(spans[1].Events()) == 0 {
 		t.Fatalf("failed call span: %+v", spans[1].Status())
+	}
+}
+
+// Guests get no filesystem, environment or arguments, but a real clock and
+// real randomness (wazero's defaults would repeat the same "random" bytes in
+// every new instance and report a clock stuck in the past).
+func TestSandbox(t *testing.T) {
+	var rands []string
+	for i := 0; i < 2; i++ {
+		r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t)}}, Store: openStore(t), Defaults: Limits{PoolSize: 1}})
+		res, err := r.Ack(bg, msg("Echo", "sandbox"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sb struct {
+			FS, Dir, RandErr, Rand string
+			Env                    []string
+			Args, Wall             int
+		}
+		if err := json.Unmarshal(res.Ops[0].Value, &sb); err != nil {
+			t.Fatal(err)
+		}
+		if sb.FS == "<nil>" || sb.Dir == "<nil>" || len(sb.Env) != 0 || sb.Args != 0 {
+			t.Fatalf("guest reached the machine: %+v", sb)
+		}
+		if sb.RandErr != "<nil>" || sb.Wall != time.Now().Year() {
+			t.Fatalf("clock/rand: %+v", sb)
+		}
+		rands = append(rands, sb.Rand)
+	}
+	if rands[0] == rands[1] {
+		t.Fatalf("two fresh instances drew the same random bytes %s: randomness is not real", rands[0])
+	}
+}
+
+// Calls, failures (by kind) and latency are exported as metrics.
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(bg)
+	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t)}}, MeterProvider: mp, Defaults: Limits{PoolSize: 1}})
+	r.Ack(bg, msg("Echo", "ok"))
+	r.Ack(bg, msg("Echo", "permanent"))
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(bg, &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			got[m.Name] = true
+			if m.Name == "hostd.plugin.failures" {
+				dp := m.Data.(metricdata.Sum[int64]).DataPoints[0]
+				if k, _ := dp.Attributes.Value("kind"); k.AsString() != "permanent" || dp.Value != 1 {
+					t.Fatalf("failures = %+v", dp)
+				}
+			}
+			if m.Name == "hostd.plugin.calls" {
+				if dp := m.Data.(metricdata.Sum[int64]).DataPoints[0]; dp.Value != 2 {
+					t.Fatalf("calls = %+v", dp)
+				}
+			}
+		}
+	}
+	for _, n := range []string{"hostd.plugin.calls", "hostd.plugin.failures", "hostd.plugin.call.duration", "hostd.plugin.load.duration"} {
+		if !got[n] {
+			t.Errorf("metric %s missing (have %v)", n, got)
+		}
 	}
 }

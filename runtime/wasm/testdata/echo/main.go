@@ -4,9 +4,12 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -119,6 +122,14 @@ func echo(m sdk.Message) error {
 		for sdk.Now().Before(end) {
 		}
 		return nil
+	case "sandbox": // what the guest can reach of the machine
+		_, ferr := os.ReadFile("/etc/hostname")
+		_, derr := os.ReadDir("/")
+		r := make([]byte, 8)
+		_, rerr := rand.Read(r)
+		b, _ := json.Marshal(map[string]any{"fs": fmt.Sprint(ferr), "dir": fmt.Sprint(derr), "env": os.Environ(),
+			"args": len(os.Args), "rand": hex.EncodeToString(r), "randErr": fmt.Sprint(rerr), "wall": time.Now().Year()})
+		return sdk.KVPut("sandbox", b)
 	case "spam": // more output than the log budget
 		for i := 0; i < 10000; i++ {
 			fmt.Println("spam spam spam spam spam spam spam spam spam spam", i)
