@@ -13,6 +13,11 @@
 // runs its TestExtismTable in a subprocess and merges its rows, each of
 // which carries the native baseline measured in that process.
 //
+// The wazero-raw rows are the floor: the same work exported directly from a
+// guest without hostd's ABI or SDK (testdata/rawparse), called through bare
+// wazero with and without WithCloseOnContextDone (which hostd must use, so
+// that an endless loop can be stopped).
+//
 // Each row is the best of three measurements (the machine may be shared).
 // The hostd-no-kv rows skip the result's KV write, isolating its cost.
 // `go test -bench . ./plugins` runs the hostd rows as ordinary benchmarks.

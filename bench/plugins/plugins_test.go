@@ -169,6 +169,7 @@ func TestPluginCallTable(t *testing.T) {
 		t.Skip("set HOSTD_BENCH=1 to measure (takes ~1 min)")
 	}
 	rt := newRuntime(t)
+	plain, closing := newRaw(t, false), newRaw(t, true)
 	var rows []row
 	for _, s := range sizes {
 		p := Payload(s.n)
@@ -189,8 +190,11 @@ func TestPluginCallTable(t *testing.T) {
 			stop()
 		}
 		noKV := minNs(benchHostdParse(rt, p))
+		raw := minNs(benchRaw(plain, p))
+		rawClose := minNs(benchRaw(closing, p))
 		rows = append(rows, row{"native", s.name, native, native}, row{"hostd", s.name, hostd, native},
-			row{"hostd-no-kv", s.name, noKV, native})
+			row{"hostd-no-kv", s.name, noKV, native},
+			row{"wazero-raw", s.name, raw, native}, row{"wazero-raw+close-on-ctx-done", s.name, rawClose, native})
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -221,7 +225,7 @@ func TestPluginCallTable(t *testing.T) {
 	fmt.Fprintf(&b, "\n| variant | payload | ns/call (best of 3) | × native (same process) | extism ÷ hostd |\n|---|---|---:|---:|---:|\n")
 	for _, s := range sizes {
 		h := byKey["hostd/"+s.name]
-		for _, v := range []string{"native", "hostd", "hostd-no-kv", "extism", "extism+close-on-ctx-done"} {
+		for _, v := range []string{"native", "hostd", "hostd-no-kv", "wazero-raw", "wazero-raw+close-on-ctx-done", "extism", "extism+close-on-ctx-done"} {
 			r, ok := byKey[v+"/"+s.name]
 			if !ok {
 				t.Fatalf("missing row %s/%s", v, s.name)
