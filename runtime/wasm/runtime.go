@@ -197,25 +197,32 @@ func (r *Runtime) Reload(ctx context.Context) error {
 			routes[routeKey(rg.Kind, rg.Name)] = v
 		}
 	}
-	// Refuse to drop a message type that pending work still needs.
+	// Refuse to drop an ack callback that pending work still needs (the
+	// type disappearing, or its plugin no longer registering the callback).
 	if r.cfg.InUse != nil {
-		r.mu.RLock()
 		var gone []string
-		for k := range r.routes {
-			if k.kind == abi.KindPolicy {
-				continue
-			}
-			if _, ok := routes[k]; !ok && r.cfg.InUse(k.name) && !contains(gone, k.name) {
-				gone = append(gone, k.name)
+		for _, v := range old {
+			for _, rg := range v.regs {
+				if rg.Kind != abi.KindAck || contains(gone, rg.Name) {
+					continue
+				}
+				nv, ok := routes[routeKey(abi.KindAck, rg.Name)]
+				if ok {
+					if _, still := nv.byKey[regKey{abi.KindAck, rg.Name}]; still {
+						continue
+					}
+				}
+				if r.cfg.InUse(rg.Name) {
+					gone = append(gone, rg.Name)
+				}
 			}
 		}
-		r.mu.RUnlock()
 		if len(gone) > 0 {
 			for _, v := range fresh {
 				v.closeNow()
 			}
 			sort.Strings(gone)
-			return fmt.Errorf("%w: reload refused: it would remove message type(s) %s, which pending broadcasts still need", ErrInUse, strings.Join(gone, ", "))
+			return fmt.Errorf("%w: reload refused: it would remove the ack callback of message type(s) %s, which pending broadcasts still need", ErrInUse, strings.Join(gone, ", "))
 		}
 	}
 	r.mu.Lock()
