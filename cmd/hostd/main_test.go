@@ -142,7 +142,13 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 // stop sends SIGINT and returns the exit code.
 func (d *daemon) stop(t *testing.T) int {
 	t.Helper()
-	if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	return d.signal(t, syscall.SIGINT)
+}
+
+// signal sends sig and returns the exit code.
+func (d *daemon) signal(t *testing.T, sig os.Signal) int {
+	t.Helper()
+	if err := d.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -376,7 +382,7 @@ api:
 	if code, body := get(t, "GET", d2.addr+"/readyz", ""); code != 200 {
 		t.Fatalf("restored daemon not ready: %d %s", code, body)
 	}
-	if code := d2.stop(t); code != 0 {
+	if code := d2.signal(t, syscall.SIGTERM); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 }
