@@ -244,3 +244,10 @@ func (f *frameReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// appendTrailer appends the checksum trailer to header+frames (tests).
+func appendTrailer(b []byte) []byte {
+	sum := sha256.Sum256(b)
+	b = binary.LittleEndian.AppendUint64(b, trailerMark)
+	return append(b, sum[:]...)
+}

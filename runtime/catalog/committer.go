@@ -305,6 +305,8 @@ func (c *committer) round(q []*request) {
 			r.done <- result{ver: ver}
 		}
 	}
+	// Let compactions drop versions no open snapshot can see any more.
+	db.bdb.SetDiscardTs(db.discardTs())
 	db.met.round(time.Since(start), len(reqs), len(chunks), conflicts, failed != nil)
 }
 

@@ -52,6 +52,7 @@ type DB struct {
 	seqMu sync.Mutex
 	seqs  map[string]*seqState
 
+	gcRuns   atomic.Uint64 // GC passes run by the loop (tests)
 	stopGC   chan struct{}
 	gcDone   chan struct{}
 	closeMu  sync.Mutex
@@ -121,6 +122,7 @@ func Open(opts Options) (*DB, error) {
 	}
 	db.readersCv = sync.NewCond(&db.readersMu)
 	db.lastTs.Store(bdb.MaxVersion())
+	bdb.SetDiscardTs(db.lastTs.Load()) // no snapshot is open yet
 	db.met, err = newMetrics(opts.MeterProvider)
 	if err != nil {
 		_ = bdb.Close()
@@ -154,6 +156,7 @@ func badgerOptions(opts Options, dir string) badger.Options {
 		WithBlockCacheSize(opts.BlockCacheSize).
 		WithNumVersionsToKeep(1).
 		WithValueThreshold(valueThreshold).
+		WithValueLogFileSize(opts.ValueLogFileSize).
 		WithMetricsEnabled(false)
 }
 
@@ -347,6 +350,7 @@ func (db *DB) gcLoop() {
 		case <-db.clock.After(db.opts.GCInterval):
 		}
 		n, err := db.RunGC()
+		db.gcRuns.Add(1)
 		if err != nil {
 			db.log.Warn("catalog value-log GC failed", "dir", db.dir, "err", err)
 		} else if n > 0 {

@@ -45,20 +45,24 @@ type Options struct {
 	MemTableSize int64
 	// BlockCacheSize is Badger's block cache in bytes. Default 32 MiB.
 	BlockCacheSize int64
+	// ValueLogFileSize is the size of one Badger value-log file; GC
+	// reclaims space one whole file at a time. Default 256 MiB.
+	ValueLogFileSize int64
 }
 
 // DefaultOptions returns the defaults for a catalog in dir.
 func DefaultOptions(dir string) Options {
 	return Options{
-		Dir:            dir,
-		SyncWrites:     true,
-		GCInterval:     5 * time.Minute,
-		GCDiscardRatio: 0.5,
-		MaxKeySize:     4 << 10,
-		MaxValueSize:   1 << 20,
-		SequenceBlock:  1024,
-		MemTableSize:   32 << 20,
-		BlockCacheSize: 32 << 20,
+		Dir:              dir,
+		SyncWrites:       true,
+		GCInterval:       5 * time.Minute,
+		GCDiscardRatio:   0.5,
+		MaxKeySize:       4 << 10,
+		MaxValueSize:     1 << 20,
+		SequenceBlock:    1024,
+		MemTableSize:     32 << 20,
+		BlockCacheSize:   32 << 20,
+		ValueLogFileSize: 256 << 20,
 	}
 }
 
@@ -91,6 +95,9 @@ func (o Options) Validate() error {
 	}
 	if o.BlockCacheSize < 0 {
 		bad("block_cache_size", "must be >= 0, got %d", o.BlockCacheSize)
+	}
+	if o.ValueLogFileSize < 1<<20 || o.ValueLogFileSize >= 2<<30 {
+		bad("value_log_file_size", "must be in [1 MiB, 2 GiB), got %d", o.ValueLogFileSize)
 	}
 	return errors.Join(errs...)
 }
