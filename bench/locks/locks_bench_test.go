@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,48 +26,32 @@ import (
 	"github.com/hostd-dev/hostd/host/config"
 )
 
-var (
-	resMu   sync.Mutex
-	results = map[string]float64{} // name -> pairs/s of the last (largest) run
-)
-
-func record(b *testing.B, name string) {
-	rate := float64(b.N) / b.Elapsed().Seconds()
-	b.ReportMetric(rate, "pairs/s")
-	b.ReportMetric(0, "ns/op")
-	resMu.Lock()
-	results[name] = rate
-	resMu.Unlock()
-}
-
-// parallel runs fn on clients goroutines (each with its own index) until
-// b.N pairs are done.
-func parallel(b *testing.B, clients int, fn func(worker int, i int64) error) {
-	var next atomic.Int64
+// runFor runs fn on clients goroutines (each with its own worker index)
+// for d and returns completed pairs per second.
+func runFor(b *testing.B, d time.Duration, clients int, fn func(worker int, i int64) error) float64 {
+	var done atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	b.ResetTimer()
+	stop := time.Now().Add(d)
+	start := time.Now()
 	for w := 0; w < clients; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
-					return
-				}
+			for i := int64(0); time.Now().Before(stop); i++ {
 				if err := fn(w, i); err != nil {
 					failed.Store(err)
 					return
 				}
+				done.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	b.StopTimer()
 	if err, _ := failed.Load().(error); err != nil {
 		b.Fatal(err)
 	}
+	return float64(done.Load()) / time.Since(start).Seconds()
 }
 
 func httpClient() *http.Client {
@@ -90,20 +75,20 @@ func startHostd(b *testing.B) string {
 	return h.URL()
 }
 
-func benchHostd(b *testing.B, url string, clients int) {
+func hostdPair(b *testing.B, url string) func(int, int64) error {
 	c, err := client.New(url, client.WithHTTPClient(httpClient()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	parallel(b, clients, func(w int, _ int64) error {
+	return func(w int, _ int64) error {
 		g, err := c.AcquireLock(ctx, client.AcquireLock{Owner: "bench", TTL: "30s",
 			Keys: []client.LockKey{{Domain: "bench", Key: fmt.Sprint("k", w)}}})
 		if err != nil {
 			return err
 		}
 		return c.ReleaseLock(ctx, g.ID, g.Token)
-	})
+	}
 }
 
 // ---- minimal net/http JSON handler ----
@@ -127,31 +112,27 @@ func startMinimal(b *testing.B) string {
 	return "http://" + ln.Addr().String()
 }
 
-func benchMinimal(b *testing.B, url string, clients int) {
+func minimalPair(b *testing.B, url string) func(int, int64) error {
 	c, err := client.New(url, client.WithHTTPClient(httpClient()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx := context.Background()
-	parallel(b, clients, func(w int, _ int64) error {
+	return func(w int, _ int64) error {
 		var out map[string]any
 		if err := c.Do(ctx, "POST", "/v1/locks", client.AcquireLock{Owner: "bench", TTL: "30s",
 			Keys: []client.LockKey{{Domain: "bench", Key: fmt.Sprint("k", w)}}}, &out); err != nil {
 			return err
 		}
 		return c.Do(ctx, "POST", "/v1/locks/1/release", map[string]string{"token": "t"}, &out)
-	})
+	}
 }
 
 // ---- redis ----
 
 var unlockScript = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end`)
 
-func startRedis(b *testing.B, fsync bool) *redis.Client {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		b.Skip("redis-server is not installed (apt-get install -y redis-server); skipping the Redis baseline")
-	}
+func startRedis(b *testing.B, bin string, fsync bool) *redis.Client {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -183,9 +164,9 @@ func startRedis(b *testing.B, fsync bool) *redis.Client {
 	return rc
 }
 
-func benchRedis(b *testing.B, rc *redis.Client, clients int) {
+func redisPair(rc *redis.Client) func(int, int64) error {
 	ctx := context.Background()
-	parallel(b, clients, func(w int, i int64) error {
+	return func(w int, i int64) error {
 		key, tok := fmt.Sprint("bench:k", w), fmt.Sprint("t", i)
 		ok, err := rc.SetNX(ctx, key, tok, 30*time.Second).Result()
 		if err != nil {
@@ -202,60 +183,94 @@ func benchRedis(b *testing.B, rc *redis.Client, clients int) {
 			return fmt.Errorf("compare-and-delete deleted %d", n)
 		}
 		return nil
-	})
+	}
 }
 
 // ---- raw fsync ----
 
-func benchFsync(b *testing.B) {
+// fsyncPair is one 128-byte write + fdatasync of a file in a temp dir on
+// the same filesystem as the daemon's data.
+func fsyncPair(b *testing.B) func(int, int64) error {
 	f, err := os.Create(filepath.Join(b.TempDir(), "fsync"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	b.Cleanup(func() { f.Close() })
 	buf := make([]byte, 128)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := f.WriteAt(buf, int64(i%1024)*128); err != nil {
-			b.Fatal(err)
+	return func(_ int, i int64) error {
+		if _, err := f.WriteAt(buf, (i%1024)*128); err != nil {
+			return err
 		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
+		return f.Sync()
 	}
-	b.StopTimer()
 }
 
-// BenchmarkLockPairs measures acquire+release pairs per second (see
-// doc.go) and prints the table with ratios.
+// BenchmarkLockPairs measures acquire+release pairs per second of every
+// system (see doc.go), interleaved: rounds x (each system for a slice),
+// best slice per system, so a burst of load from elsewhere on the machine
+// does not decide a ratio. It runs its measurement once (ignore ns/op):
+//
+//	go test ./locks -run XXX -bench LockPairs -benchtime 1x
+//
+// HOSTD_BENCH_ROUNDS and HOSTD_BENCH_SLICE (e.g. 2s) change the defaults
+// (3 rounds of 1.5s).
 func BenchmarkLockPairs(b *testing.B) {
-	hostdURL := startHostd(b)
-	minimalURL := startMinimal(b)
-	b.Run("fsync", func(b *testing.B) { benchFsync(b); record(b, "fsync") })
-	for _, clients := range []int{1, 64} {
-		sfx := fmt.Sprintf("/c=%d", clients)
-		b.Run("hostd"+sfx, func(b *testing.B) { benchHostd(b, hostdURL, clients); record(b, "hostd"+sfx) })
-		b.Run("minimal"+sfx, func(b *testing.B) { benchMinimal(b, minimalURL, clients); record(b, "minimal"+sfx) })
-		b.Run("redis-nopersist"+sfx, func(b *testing.B) {
-			rc := startRedis(b, false)
-			benchRedis(b, rc, clients)
-			record(b, "redis-nopersist"+sfx)
-		})
-		b.Run("redis-fsync"+sfx, func(b *testing.B) {
-			rc := startRedis(b, true)
-			benchRedis(b, rc, clients)
-			record(b, "redis-fsync"+sfx)
-		})
+	rounds, slice := 3, 1500*time.Millisecond
+	if v, err := strconv.Atoi(os.Getenv("HOSTD_BENCH_ROUNDS")); err == nil && v > 0 {
+		rounds = v
 	}
-	resMu.Lock()
-	defer resMu.Unlock()
+	if v, err := time.ParseDuration(os.Getenv("HOSTD_BENCH_SLICE")); err == nil && v > 0 {
+		slice = v
+	}
+	type system struct {
+		name    string
+		clients int
+		pair    func(int, int64) error
+	}
+	hostd := hostdPair(b, startHostd(b))
+	minimal := minimalPair(b, startMinimal(b))
+	systems := []system{{"fsync", 1, fsyncPair(b)}}
+	redisBin, err := exec.LookPath("redis-server")
+	if err != nil {
+		fmt.Println("redis-server is not installed (apt-get install -y redis-server): the Redis rows are skipped")
+	}
+	for _, c := range []int{1, 64} {
+		systems = append(systems, system{"hostd", c, hostd}, system{"minimal", c, minimal})
+		if redisBin != "" {
+			systems = append(systems,
+				system{"redis-nopersist", c, redisPair(startRedis(b, redisBin, false))},
+				system{"redis-fsync", c, redisPair(startRedis(b, redisBin, true))})
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		best := map[string]float64{}
+		for r := 0; r < rounds; r++ {
+			for _, s := range systems {
+				name := fmt.Sprintf("%s/c=%d", s.name, s.clients)
+				if s.name == "fsync" {
+					name = "fsync"
+				}
+				if v := runFor(b, slice, s.clients, s.pair); v > best[name] {
+					best[name] = v
+				}
+			}
+		}
+		printTable(best)
+		b.ReportMetric(best["hostd/c=64"], "hostd64-pairs/s")
+		if m := best["minimal/c=64"]; m > 0 {
+			b.ReportMetric(best["hostd/c=64"]/m, "hostd64/minimal64")
+		}
+	}
+}
+
+func printTable(results map[string]float64) {
 	names := make([]string, 0, len(results))
 	for n := range results {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%-22s %12s %10s %10s %10s\n", "run", "pairs/s", "/minimal", "/redis-np", "/redis-fs")
+	fmt.Fprintf(&sb, "\n%-22s %12s %10s %10s %10s\n", "run (best slice)", "pairs/s", "/minimal", "/redis-np", "/redis-fs")
 	for _, n := range names {
 		r := results[n]
 		c := n[strings.LastIndex(n, "/")+1:]
@@ -268,7 +283,7 @@ func BenchmarkLockPairs(b *testing.B) {
 		fmt.Fprintf(&sb, "%-22s %12.0f %10s %10s %10s\n", n, r, ratio("minimal"), ratio("redis-nopersist"), ratio("redis-fsync"))
 	}
 	if f := results["fsync"]; f > 0 {
-		fmt.Fprintf(&sb, "hostd/c=1 pairs per raw fsync: %.2f; hostd/c=64 pairs per raw fsync: %.2f\n", results["hostd/c=1"]/f, results["hostd/c=64"]/f)
+		fmt.Fprintf(&sb, "raw fsync/s %.0f; hostd pairs per raw fsync: c=1 %.2f, c=64 %.2f\n", f, results["hostd/c=1"]/f, results["hostd/c=64"]/f)
 	}
-	b.Log(sb.String())
+	fmt.Print(sb.String())
 }
