@@ -63,10 +63,10 @@ type Host struct {
 	db    *catalog.DB
 	api   *api.Server
 
-	mu      sync.Mutex
-	comps   []*component
-	gates   map[string]int
-	state   state
+	mu    sync.Mutex
+	comps []*component
+	gates map[string]int
+	state state
 
 	// Feature components, set by their openers (host/<feature>.go) for the
 	// features opened after them.
