@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/failpoint"
 	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
@@ -469,6 +470,7 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 		p.Ops = append(p.Ops, catalog.Op{Key: topicKey(c.Topic), Value: mustJSON(&t)})
 		if !dry {
 			m.holdQueues(c.Topic, p.Moved, cur)
+			failpoint.Hit("mapping.remap-planned")
 		}
 		return p, nil
 	}
