@@ -103,11 +103,13 @@ func (e *Engine) Abandon(ctx context.Context, id uint64, by, reason string) (*Ta
 	rec.NextRetry = nil
 	rec.Abandoned = &Abandon{By: by, Reason: reason, At: now}
 	rec.LastError = fmt.Sprintf("abandoned by %s: %s", by, reason)
+	cpOps, cpVCs := t.unsavedLocked()
 	t.mu.Unlock()
-	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(id), Value: mustJSON(&rec)}}}); err != nil {
+	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: append(cpOps, catalog.Op{Key: taskKey(id), Value: mustJSON(&rec)})}); err != nil {
 		e.restart(t)
 		return nil, fmt.Errorf("broadcast: persist abandon of %d: %w", id, err)
 	}
+	t.markSaved(cpVCs)
 	e.finish(t, rec)
 	return e.Get(id)
 }
@@ -146,6 +148,17 @@ func (e *Engine) Retry(ctx context.Context, id uint64) (*TaskInfo, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Appends that finished after the task failed may have no checkpoint
+	// in the catalog: find them, so they are not appended again.
+	if err := e.findLostAppends(ctx, []*task{t}); err != nil {
+		guard.Release()
+		return nil, err
+	}
+	ctlNext, err := e.o.Channels.Next(ctx, ControlChannel)
+	if err != nil {
+		guard.Release()
+		return nil, err
+	}
 	e.gcMu.Lock()
 	defer e.gcMu.Unlock()
 	e.mu.Lock()
@@ -163,19 +176,28 @@ func (e *Engine) Retry(ctx context.Context, id uint64) (*TaskInfo, error) {
 	rec.AttemptBase = rec.Attempts
 	rec.FinishedAt, rec.Abandoned, rec.NextRetry = nil, nil, nil
 	rec.LastError = ""
+	low := make(map[string]uint64, len(rec.LowWater)+1)
+	for k, v := range rec.LowWater {
+		low[k] = v
+	}
+	low[ControlChannel] = ctlNext
+	rec.LowWater = low
+	delete(t.cps, ControlChannel) // the new epoch appends it again
+	delete(t.cpSaved, ControlChannel)
+	cpOps, cpVCs := t.unsavedLocked()
 	t.mu.Unlock()
-	b := &catalog.Batch{Ops: []catalog.Op{
-		{Key: taskKey(id), Value: mustJSON(&rec)},
-		{Key: cpKey(id, ControlChannel), Delete: true},
-	}}
+	b := &catalog.Batch{Ops: append(cpOps,
+		catalog.Op{Key: taskKey(id), Value: mustJSON(&rec)},
+		catalog.Op{Key: cpKey(id, ControlChannel), Delete: true},
+	)}
 	if _, err := e.o.Store.Commit(ctx, b); err != nil {
 		guard.Release()
 		return nil, fmt.Errorf("broadcast: persist retry of %d: %w", id, err)
 	}
+	t.markSaved(cpVCs)
 	e.mu.Lock()
 	t.mu.Lock()
 	t.rec = rec
-	delete(t.cps, ControlChannel)
 	t.guard = guard
 	t.done = make(chan struct{})
 	t.appended = make(chan struct{})

@@ -3,12 +3,10 @@ package broadcast
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/failpoint"
 )
 
@@ -22,10 +20,8 @@ type appendReq struct {
 	results chan<- appendResult
 }
 
-// appendLoop batches the append attempts of every task: one Channels.Append
-// per round, then one catalog Commit with every checkpoint and high-water
-// mark of the round, before the next round starts (see package doc: that
-// order is what lets recovery find appends whose checkpoints were lost).
+// appendLoop batches the append attempts of every task: one
+// Channels.Append per round, all queued attempts together.
 func (e *Engine) appendLoop() {
 	defer e.wg.Done()
 	for {
@@ -76,8 +72,6 @@ func (e *Engine) appendRound(batch []*appendReq) {
 			outs[i].Err = err
 		}
 	}
-	var ops []catalog.Op
-	hw := map[string]uint64{}
 	cps := make([]cpRecord, len(batch))
 	for i, r := range batch {
 		if outs[i].Err != nil {
@@ -86,40 +80,11 @@ func (e *Engine) appendRound(batch []*appendReq) {
 		cp := outs[i].Checkpoint
 		cp.VChannel = r.entry.VChannel
 		cps[i] = cpRecord{Checkpoint: cp, Attempts: r.attempt, Epoch: r.epoch}
-		ops = append(ops, catalog.Op{Key: cpKey(r.t.tid, cp.VChannel), Value: mustJSON(&cps[i])})
-		if cur, ok := hw[cp.VChannel]; !ok || cp.Offset > cur {
-			hw[cp.VChannel] = cp.Offset
-		}
 	}
-	if len(ops) > 0 {
-		failpoint.Hit("broadcast.mid-append")
-		for vc, off := range hw {
-			ops = append(ops, catalog.Op{Key: hwKey(vc), Value: []byte(strconv.FormatUint(off, 10))})
-		}
-		// Entries are in the log now: their checkpoints must be committed
-		// before anything else is appended, so retry until that works.
-		for n := 1; ; n++ {
-			_, cerr := e.o.Store.Commit(e.ctx, &catalog.Batch{Ops: ops})
-			if cerr == nil {
-				break
-			}
-			if e.ctx.Err() != nil {
-				for _, r := range batch {
-					r.span.End()
-				}
-				return
-			}
-			e.log.Warn("commit append checkpoints failed; retrying", "entries", len(ops), "err", cerr)
-			select {
-			case <-e.o.Clock.After(backoff(n)):
-			case <-e.ctx.Done():
-				for _, r := range batch {
-					r.span.End()
-				}
-				return
-			}
-		}
-	}
+	// The entries are in the log; their checkpoints reach the catalog with
+	// each task's next write. A crash before that is covered by recovery
+	// (it reads each vchannel from the task's low-water mark).
+	failpoint.Hit("broadcast.mid-append")
 	for i, r := range batch {
 		t, vc := r.t, r.entry.VChannel
 		if err := outs[i].Err; err != nil {

@@ -64,6 +64,15 @@ func (c ResolverChannels) Append(ctx context.Context, entries []AppendEntry) ([]
 	return outs, nil
 }
 
+// Next implements Channels.
+func (c ResolverChannels) Next(ctx context.Context, vchannel string) (uint64, error) {
+	_, max, err := c.R.Bounds(ctx, vchannel)
+	if errors.Is(err, wal.ErrNoChannel) {
+		return 0, fmt.Errorf("%w: %q", ErrUnknownVChannel, vchannel)
+	}
+	return max, err
+}
+
 // Read implements Channels.
 func (c ResolverChannels) Read(ctx context.Context, vchannel string, from uint64, limit int) ([]ChannelEntry, error) {
 	msgs, err := c.R.Read(ctx, vchannel, from, limit)

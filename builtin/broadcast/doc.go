@@ -67,10 +67,12 @@
 //     (allocated in blocks, after the lock), the task is committed as PENDING
 //     with the W3C carrier of its `create broadcast` span.
 //  5. Append: one append loop batches the entries of every task into one
-//     Channels.Append call, then commits every checkpoint of that round (and
-//     each vchannel's high-water mark) in one catalog Commit before the next
-//     round. Failed vchannels are retried per vchannel with backoff 10 ms ×2
-//     capped at 10 s, forever.
+//     Channels.Append call per round. Failed vchannels are retried per
+//     vchannel with backoff 10 ms ×2 capped at 10 s, forever. Checkpoints
+//     (logic offset, physical queue, time tick, attempts) are committed
+//     with the task's next write: with the TOMBSTONE for FastAck (one
+//     commit less per broadcast), right after the appends for AckSyncUp,
+//     with the attempt record when a callback fails.
 //  6. Ack: FastAck is implicit (a checkpoint of a FastAck task is its ack);
 //     with AckSyncUp every vchannel except the control channel needs an
 //     explicit Ack, persisted as its own record.
@@ -91,13 +93,14 @@
 //	bc/t/<id:016x>              task record (JSON, taskRecord)
 //	bc/c/<id:016x>/<vchannel>   append checkpoint (logic offset, physical queue, time tick, attempts)
 //	bc/a/<id:016x>/<vchannel>   explicit ack (AckSyncUp)
-//	bc/hw/<vchannel>            highest logic offset whose checkpoint is committed
 //
-// Nothing is appended twice: the append loop commits a round's checkpoints
-// and high-water marks before it starts the next round, so after a crash
-// only entries above a vchannel's high-water mark can lack a checkpoint;
-// recovery reads them back and matches the hostd.broadcast.id header before
-// appending anything.
+// Nothing is appended twice: before the PENDING commit the engine reads
+// each target vchannel's next offset and persists it with the task
+// (LowWater), so every append of the task lands at or above it. After a
+// crash, a PENDING task's vchannel without a checkpoint is read back from
+// that mark and matched on the hostd.broadcast.id (and epoch) header;
+// found entries become checkpoints before anything is appended. An admin
+// retry runs the same search first.
 //
 // # Locking
 //
@@ -118,7 +121,7 @@
 // # Failpoints (runtime/failpoint)
 //
 //	broadcast.after-persist       after the PENDING commit
-//	broadcast.mid-append          after a round's appends, before its checkpoints commit
+//	broadcast.mid-append          after a round's appends, before any of its checkpoints commit
 //	broadcast.after-acks          when a task is fully acked, before its callback
 //	broadcast.mid-callback        after a callback returned, before its commit
 //	broadcast.before-tombstone    just before the TOMBSTONE commit

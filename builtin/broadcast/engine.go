@@ -69,10 +69,13 @@ type task struct {
 	tid uint64 // == rec.ID, immutable (readable without mu)
 	typ string // == rec.Message.Type, immutable
 
-	mu   sync.Mutex
-	rec  taskRecord
-	cps  map[string]cpRecord // vchannel → checkpoint
-	acks map[string]bool     // explicit acks (AckSyncUp)
+	mu  sync.Mutex
+	rec taskRecord
+	cps map[string]cpRecord // vchannel → checkpoint
+	// cpSaved marks checkpoints already in the catalog; the others are
+	// committed with the task's next record write (TOMBSTONE for FastAck).
+	cpSaved map[string]bool
+	acks    map[string]bool // explicit acks (AckSyncUp)
 
 	appendAttempts map[string]int
 	appendErrs     map[string]string
@@ -385,11 +388,19 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 	defer span.End()
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
+	low := make(map[string]uint64, len(vcs))
+	for _, vc := range vcs {
+		n, err := e.o.Channels.Next(ctx, vc)
+		if err != nil {
+			return nil, fmt.Errorf("broadcast: read %s: %w", vc, err)
+		}
+		low[vc] = n
+	}
 	t := &task{
 		rec: taskRecord{
 			ID: id, State: StatePending, Message: *msg, VChannels: vcs, Keys: keys,
 			IdemKey: req.IdempotencyKey, Scope: req.Scope, AckSyncUp: ackSync,
-			Trace: map[string]string(carrier), CreatedAt: now,
+			Trace: map[string]string(carrier), CreatedAt: now, LowWater: low,
 		},
 		handler: h, opts: topts, guard: guard, started: now,
 	}
@@ -411,6 +422,12 @@ func (t *task) init() {
 	if t.acks == nil {
 		t.acks = map[string]bool{}
 	}
+	if t.cpSaved == nil {
+		t.cpSaved = map[string]bool{}
+		for vc := range t.cps {
+			t.cpSaved[vc] = true // loaded from the catalog
+		}
+	}
 	t.appendAttempts = map[string]int{}
 	t.appendErrs = map[string]string{}
 	t.done = make(chan struct{})
@@ -421,6 +438,53 @@ func (t *task) init() {
 	}
 	if t.allAppendedLocked() {
 		close(t.appended)
+	}
+}
+
+// unsavedLocked returns puts of the checkpoints not yet in the catalog and
+// their vchannels (pass them to markSaved after the commit).
+func (t *task) unsavedLocked() ([]catalog.Op, []string) {
+	var ops []catalog.Op
+	var vcs []string
+	for vc, cp := range t.cps {
+		if !t.cpSaved[vc] {
+			cp := cp
+			ops = append(ops, catalog.Op{Key: cpKey(t.tid, vc), Value: mustJSON(&cp)})
+			vcs = append(vcs, vc)
+		}
+	}
+	return ops, vcs
+}
+
+func (t *task) markSaved(vcs []string) {
+	t.mu.Lock()
+	for _, vc := range vcs {
+		t.cpSaved[vc] = true
+	}
+	t.mu.Unlock()
+}
+
+// saveCheckpoints commits the unsaved checkpoints, retrying until it
+// works or ctx ends.
+func (e *Engine) saveCheckpoints(ctx context.Context, t *task) bool {
+	for n := 1; ; n++ {
+		t.mu.Lock()
+		ops, vcs := t.unsavedLocked()
+		t.mu.Unlock()
+		if len(ops) == 0 {
+			return true
+		}
+		if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: ops}); err == nil {
+			t.markSaved(vcs)
+			return true
+		} else if ctx.Err() == nil {
+			e.log.Warn("commit checkpoints failed; retrying", "id", t.tid, "err", err)
+		}
+		select {
+		case <-e.o.Clock.After(backoff(n)):
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -548,6 +612,11 @@ func (t *task) parentContext() context.Context {
 
 func (e *Engine) drive(ctx context.Context, t *task) {
 	if !e.appendAll(ctx, t) {
+		return
+	}
+	// A FastAck task commits its checkpoints with its TOMBSTONE; consumers
+	// of an AckSyncUp task ack what is durable.
+	if t.rec.AckSyncUp && !e.saveCheckpoints(ctx, t) {
 		return
 	}
 	if !e.waitAcks(ctx, t) {
@@ -733,9 +802,11 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 		rec.FinishedAt = &now
 		rec.NextRetry = nil
 		rec.LastError = ""
+		cpOps, cpVCs := t.unsavedLocked()
 		t.mu.Unlock()
+		ops := append(slices.Clone(res.Ops), cpOps...)
 		b := &catalog.Batch{Checks: res.Checks, RangeChecks: res.RangeChecks,
-			Ops: append(slices.Clone(res.Ops), catalog.Op{Key: taskKey(rec.ID), Value: mustJSON(&rec)})}
+			Ops: append(ops, catalog.Op{Key: taskKey(rec.ID), Value: mustJSON(&rec)})}
 		failpoint.Hit("broadcast.before-tombstone")
 		_, err = e.o.Store.Commit(ctx, b)
 		if err != nil {
@@ -774,6 +845,7 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 			continue
 		}
 		span.End()
+		t.markSaved(cpVCs)
 		failpoint.Hit("broadcast.after-tombstone")
 		e.finish(t, rec)
 		return
@@ -816,6 +888,7 @@ func (e *Engine) callbackFailed(ctx context.Context, t *task, attempt int, cause
 		t.rec.NextRetry = &next
 	}
 	rec := t.rec
+	cpOps, cpVCs := t.unsavedLocked()
 	t.mu.Unlock()
 	if permanent || exhausted {
 		reason := "permanent error"
@@ -826,8 +899,12 @@ func (e *Engine) callbackFailed(ctx context.Context, t *task, attempt int, cause
 		e.fail(ctx, t, rec)
 		return false
 	}
-	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(rec.ID), Value: mustJSON(&rec)}}}); err != nil && ctx.Err() == nil {
-		e.log.Warn("persist callback attempt failed", "id", rec.ID, "err", err)
+	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: append(cpOps, catalog.Op{Key: taskKey(rec.ID), Value: mustJSON(&rec)})}); err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("persist callback attempt failed", "id", rec.ID, "err", err)
+		}
+	} else {
+		t.markSaved(cpVCs)
 	}
 	select {
 	case <-e.o.Clock.After(d):
@@ -845,8 +922,12 @@ func (e *Engine) fail(ctx context.Context, t *task, rec taskRecord) {
 	rec.FinishedAt = &now
 	rec.NextRetry = nil
 	for n := 1; ; n++ {
-		_, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(rec.ID), Value: mustJSON(&rec)}}})
+		t.mu.Lock()
+		cpOps, cpVCs := t.unsavedLocked()
+		t.mu.Unlock()
+		_, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: append(cpOps, catalog.Op{Key: taskKey(rec.ID), Value: mustJSON(&rec)})})
 		if err == nil {
+			t.markSaved(cpVCs)
 			break
 		}
 		if ctx.Err() != nil {

@@ -15,7 +15,6 @@ const (
 	prefixTask = catalog.NSBroadcast + "t/"
 	prefixCP   = catalog.NSBroadcast + "c/"
 	prefixAck  = catalog.NSBroadcast + "a/"
-	prefixHW   = catalog.NSBroadcast + "hw/"
 	seqName    = "broadcast/id"
 	idBlock    = 64
 )
@@ -27,7 +26,6 @@ func cpKey(id uint64, vc string) []byte {
 func ackKey(id uint64, vc string) []byte {
 	return []byte(fmt.Sprintf("%s%016x/%s", prefixAck, id, vc))
 }
-func hwKey(vc string) []byte { return []byte(prefixHW + vc) }
 
 // prefixEnd returns the smallest key greater than every key with prefix p.
 func prefixEnd(p string) []byte {
@@ -72,6 +70,9 @@ type taskRecord struct {
 	NextRetry   *time.Time        `json:"next_retry,omitempty"`
 	Abandoned   *Abandon          `json:"abandoned,omitempty"`
 	Epoch       int               `json:"epoch,omitempty"` // admin retries; control channel re-appended per epoch
+	// LowWater is each vchannel's next offset read before this task (or
+	// its latest epoch) was persisted: its appends are at or above it.
+	LowWater map[string]uint64 `json:"low_water,omitempty"`
 }
 
 // cpRecord is a persisted checkpoint (bc/c/<id>/<vchannel>).

@@ -1,7 +1,6 @@
 package broadcast
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,7 +33,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.started = true
 	e.mu.Unlock()
 
-	tasks, hw, err := e.load(ctx)
+	tasks, err := e.load(ctx)
 	if err != nil {
 		return err
 	}
@@ -70,7 +69,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		t.guard = g
 	}
-	if err := e.findLostAppends(ctx, pending, hw); err != nil {
+	if err := e.findLostAppends(ctx, pending); err != nil {
 		release()
 		return err
 	}
@@ -141,10 +140,9 @@ func (m missingHandler) Ack(context.Context, *AckCall) (AckResult, error) {
 	return AckResult{}, fmt.Errorf("%w: %q is no longer registered", ErrUnknownType, m.typ)
 }
 
-// load reads every task, checkpoint, ack and high-water mark.
-func (e *Engine) load(ctx context.Context) (map[uint64]*task, map[string]uint64, error) {
+// load reads every task, checkpoint and ack.
+func (e *Engine) load(ctx context.Context) (map[uint64]*task, error) {
 	tasks := map[uint64]*task{}
-	hw := map[string]uint64{}
 	err := e.o.Store.View(ctx, func(r catalog.Reader) error {
 		if err := r.Scan([]byte(prefixTask), prefixEnd(prefixTask), func(kv catalog.KV) error {
 			rec, err := decodeTask(kv.Key, kv.Value)
@@ -172,7 +170,7 @@ func (e *Engine) load(ctx context.Context) (map[uint64]*task, map[string]uint64,
 		}); err != nil {
 			return err
 		}
-		if err := r.Scan([]byte(prefixAck), prefixEnd(prefixAck), func(kv catalog.KV) error {
+		return r.Scan([]byte(prefixAck), prefixEnd(prefixAck), func(kv catalog.KV) error {
 			id, vc, err := parseIDKey(prefixAck, kv.Key)
 			if err != nil {
 				return err
@@ -181,57 +179,59 @@ func (e *Engine) load(ctx context.Context) (map[uint64]*task, map[string]uint64,
 				t.acks[vc] = true
 			}
 			return nil
-		}); err != nil {
-			return err
-		}
-		return r.Scan([]byte(prefixHW), prefixEnd(prefixHW), func(kv catalog.KV) error {
-			v, err := strconv.ParseUint(string(kv.Value), 10, 64)
-			if err != nil {
-				return fmt.Errorf("%w: high-water mark %q: %v", ErrCorruptCatalog, kv.Key, err)
-			}
-			hw[string(bytes.TrimPrefix(kv.Key, []byte(prefixHW)))] = v
-			return nil
 		})
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("broadcast: recovery: %w", err)
+		return nil, fmt.Errorf("broadcast: recovery: %w", err)
 	}
-	return tasks, hw, nil
+	return tasks, nil
 }
 
-// findLostAppends reads each vchannel above its high-water mark and
-// turns entries of PENDING tasks that lack a checkpoint into checkpoints.
-func (e *Engine) findLostAppends(ctx context.Context, pending []*task, hw map[string]uint64) error {
+// findLostAppends finds appends of tasks whose checkpoints never reached
+// the catalog (a crash between the append and the task's next write): it
+// reads each such vchannel from the lowest low-water mark of the tasks
+// that need it and matches the hostd.broadcast.id (and epoch) header. The
+// found checkpoints are committed, so nothing is appended twice.
+func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 	type want struct {
 		t     *task
 		epoch int
 	}
 	need := map[string]map[uint64]want{}
-	for _, t := range pending {
+	from := map[string]uint64{}
+	for _, t := range tasks {
+		t.mu.Lock()
 		for _, vc := range t.rec.VChannels {
 			if cp, ok := t.cps[vc]; ok && (vc != ControlChannel || cp.Epoch == t.rec.Epoch) {
 				continue
 			}
+			low, ok := t.rec.LowWater[vc]
 			if need[vc] == nil {
 				need[vc] = map[uint64]want{}
+				from[vc] = low
+			}
+			if !ok {
+				low = 0 // no mark: read the whole vchannel
+			}
+			if low < from[vc] {
+				from[vc] = low
 			}
 			need[vc][t.rec.ID] = want{t, t.rec.Epoch}
 		}
+		t.mu.Unlock()
 	}
 	var ops []catalog.Op
+	var found []*task
 	const page = 256
 	for vc, ids := range need {
-		from := uint64(0)
-		if h, ok := hw[vc]; ok {
-			from = h + 1
-		}
+		at := from[vc]
 		for {
-			ents, err := e.o.Channels.Read(ctx, vc, from, page)
+			ents, err := e.o.Channels.Read(ctx, vc, at, page)
 			if err != nil {
 				if errors.Is(err, ErrUnknownVChannel) {
 					break
 				}
-				return fmt.Errorf("broadcast: recovery: read %s from %d: %w", vc, from, err)
+				return fmt.Errorf("broadcast: recovery: read %s from %d: %w", vc, at, err)
 			}
 			for _, ent := range ents {
 				id, perr := strconv.ParseUint(ent.Properties[HeaderBroadcastID], 10, 64)
@@ -248,18 +248,20 @@ func (e *Engine) findLostAppends(ctx context.Context, pending []*task, hw map[st
 				}
 				cp := cpRecord{Checkpoint: ent.Checkpoint, Attempts: 1, Epoch: ep}
 				cp.VChannel, cp.Offset = vc, ent.Offset
+				w.t.mu.Lock()
 				w.t.cps[vc] = cp
+				if w.t.cpSaved != nil {
+					w.t.cpSaved[vc] = true
+				}
+				w.t.mu.Unlock()
 				ops = append(ops, catalog.Op{Key: cpKey(id, vc), Value: mustJSON(&cp)})
+				found = append(found, w.t)
 				e.log.Info("recovered append without checkpoint", "id", id, "vchannel", vc, "offset", ent.Offset)
 			}
 			if len(ents) == 0 {
 				break
 			}
-			from = ents[len(ents)-1].Offset + 1
-			hw[vc] = ents[len(ents)-1].Offset
-		}
-		if h, ok := hw[vc]; ok {
-			ops = append(ops, catalog.Op{Key: hwKey(vc), Value: []byte(strconv.FormatUint(h, 10))})
+			at = ents[len(ents)-1].Offset + 1
 		}
 	}
 	if len(ops) == 0 {

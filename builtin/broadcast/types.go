@@ -183,6 +183,8 @@ type Channels interface {
 	Append(ctx context.Context, entries []AppendEntry) ([]AppendOutcome, error)
 	// Read returns up to limit entries of vchannel from logic offset from.
 	Read(ctx context.Context, vchannel string, from uint64, limit int) ([]ChannelEntry, error)
+	// Next returns the logic offset the next append to vchannel will get.
+	Next(ctx context.Context, vchannel string) (uint64, error)
 }
 
 // ---- handlers ----
