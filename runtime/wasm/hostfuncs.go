@@ -123,7 +123,11 @@ func hostModule(r wazero.Runtime) wazero.HostModuleBuilder {
 func hostRegister(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := stateOf(ctx)
 	kind := abi.Kind(api.DecodeI32(stack[0]))
-	name, okName := read(mod, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
+	var name []byte
+	okName := api.DecodeU32(stack[2]) <= 256
+	if okName {
+		name, okName = read(mod, api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
+	}
 	id := api.DecodeI32(stack[3])
 	stack[0] = 0
 	if cs == nil || !cs.inInit {
@@ -132,7 +136,7 @@ func hostRegister(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	switch {
 	case !okName:
-		cs.regError = "register: name out of bounds"
+		cs.regError = "register: name out of bounds or longer than 256 bytes"
 	case !kind.Valid():
 		cs.regError = fmt.Sprintf("register: unknown handler kind %d for %q", kind, name)
 	case len(name) == 0 || len(name) > 256:
@@ -154,8 +158,13 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if cs == nil {
 		return
 	}
-	msg, ok := mod.Memory().Read(api.DecodeU32(stack[1]), api.DecodeU32(stack[2]))
-	if !ok {
+	// Read (without copying) at most what the call may still log.
+	n := min(api.DecodeU32(stack[2]), uint32(max(cs.v.limits.MaxLogBytes-cs.logged, 0)))
+	if n < api.DecodeU32(stack[2]) {
+		cs.dropped += int(api.DecodeU32(stack[2]) - n)
+	}
+	msg, ok := mod.Memory().Read(api.DecodeU32(stack[1]), n)
+	if !ok || n == 0 {
 		return
 	}
 	cs.log(ctx, slog.Level(api.DecodeI32(stack[0])), "", msg)
@@ -238,8 +247,12 @@ func kvArgs(ctx context.Context, mod api.Module, stack []uint64, cs *callState) 
 	if err := ctx.Err(); err != nil {
 		return nil, cs.fail(abi.StatusUnavailable, err.Error()), false
 	}
-	key, ok := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	if !ok || len(key) == 0 || len(key) > abi.MaxKeyLen {
+	n := api.DecodeU32(stack[1])
+	if n == 0 || n > abi.MaxKeyLen {
+		return nil, cs.fail(abi.StatusInvalid, fmt.Sprintf("key must be 1..%d bytes", abi.MaxKeyLen)), false
+	}
+	key, ok := read(mod, api.DecodeU32(stack[0]), n)
+	if !ok {
 		return nil, cs.fail(abi.StatusInvalid, fmt.Sprintf("key must be 1..%d bytes in bounds", abi.MaxKeyLen)), false
 	}
 	return key, 0, true
@@ -270,8 +283,12 @@ func hostKVPut(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = r
 		return
 	}
+	if api.DecodeU32(stack[3]) > abi.MaxValueLen {
+		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be at most %d bytes", abi.MaxValueLen))
+		return
+	}
 	val, okv := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	if !okv || len(val) > abi.MaxValueLen {
+	if !okv {
 		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be in bounds and at most %d bytes", abi.MaxValueLen))
 		return
 	}
@@ -310,10 +327,14 @@ func hostKVScan(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusUnavailable, err.Error())
 		return
 	}
-	prefix, ok1 := read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	after, ok2 := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
 	limit := int(api.DecodeI32(stack[4]))
-	if !ok1 || !ok2 || len(prefix) > abi.MaxKeyLen || len(after) > abi.MaxKeyLen || limit < 1 || limit > abi.MaxScanLimit {
+	var prefix, after []byte
+	ok1, ok2 := api.DecodeU32(stack[1]) <= abi.MaxKeyLen, api.DecodeU32(stack[3]) <= abi.MaxKeyLen
+	if ok1 && ok2 {
+		prefix, ok1 = read(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		after, ok2 = read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	}
+	if !ok1 || !ok2 || limit < 1 || limit > abi.MaxScanLimit {
 		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("kv_scan: prefix/after must be in bounds and at most %d bytes, limit 1..%d", abi.MaxKeyLen, abi.MaxScanLimit))
 		return
 	}
