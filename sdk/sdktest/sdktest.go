@@ -69,6 +69,7 @@ func New(t testing.TB) *Harness {
 	t.Helper()
 	if !active.TryLock() {
 		t.Fatal("sdktest: another Harness is active; the SDK backend is process-wide, so sdktest tests cannot run in parallel or nest")
+		return nil
 	}
 	h := &Harness{
 		t:      t,

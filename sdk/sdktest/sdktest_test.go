@@ -2,6 +2,7 @@ package sdktest_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,25 @@ func TestMessageFields(t *testing.T) {
 	m.Attempt = 3
 	if res := h.AckMessage(m); !res.OK() || !h.Logged("attempt=3") {
 		t.Fatalf("%v %v", res, h.Logs())
+	}
+}
+
+// fakeTB records Fatal instead of stopping the goroutine.
+type fakeTB struct {
+	testing.TB
+	fatal string
+}
+
+func (f *fakeTB) Fatal(args ...any) { f.fatal = fmt.Sprint(args...) }
+
+func TestOneHarnessAtATime(t *testing.T) {
+	h := sdktest.New(t)
+	f := &fakeTB{TB: t}
+	if h2 := sdktest.New(f); h2 != nil || !strings.Contains(f.fatal, "another Harness is active") {
+		t.Fatalf("second harness: %v, fatal %q", h2, f.fatal)
+	}
+	// The first one still works.
+	if res := h.Ack("Put", []byte("a=1")); !res.OK() {
+		t.Fatal(res)
 	}
 }
