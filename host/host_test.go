@@ -1,11 +1,15 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -235,5 +239,50 @@ func TestOpenRejectsInvalidConfig(t *testing.T) {
 	var ve *config.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) != 2 {
 		t.Fatalf("want 2 problems, got %v", err)
+	}
+}
+
+// TestDaemonFromConfigFile: the whole path a user takes — a YAML file on
+// disk, loaded and validated, then the daemon on port 0 with tokens.
+func TestDaemonFromConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hostd.yaml")
+	yaml := fmt.Sprintf(`
+api:
+  listen: 127.0.0.1:0
+  max_body_bytes: 64KiB
+  tokens:
+    - {name: ci, token: ci-secret-0123456789, role: write}
+data:
+  dir: %s
+log:
+  level: warn
+  format: json
+`, filepath.Join(dir, "data"))
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(config.Source{File: file, Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, cfg)
+	anon, _ := client.New(h.URL())
+	if err := anon.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.Version(context.Background()); !client.HasCode(err, api.CodeUnauthenticated) {
+		t.Fatalf("no token: %v", err)
+	}
+	ci, _ := client.New(h.URL(), client.WithToken("ci-secret-0123456789"))
+	if _, err := ci.Version(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var sink bytes.Buffer
+	if _, err := ci.Backup(context.Background(), &sink); !client.HasCode(err, api.CodePermissionDenied) {
+		t.Fatalf("write token on an admin operation: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); err != nil {
+		t.Fatalf("data dir from the file not used: %v", err)
 	}
 }
