@@ -5,7 +5,7 @@
 // alternating rounds in one run so machine noise hits both alike, and
 // reports the throughput ratio. The target (issue 7) is at most 10% loss.
 //
-//	cd bench && go test ./tracing -run XXX -bench . -benchtime 2s -count 1
+//	cd bench && go test ./tracing -run XXX -bench . -benchtime 1s -count 1
 //
 // BenchmarkBroadcastTracing prints broadcasts/s per exporter and the ratio
 // file/none at the end; BenchmarkSpanExport measures one span start+end

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
-	"go.opentelemetry.io/collector/pdata/ptrace"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -90,11 +90,11 @@ func (c FileExporterConfig) Validate() error {
 }
 
 // FileExporter is an sdktrace.SpanExporter writing OTLP-JSON lines. Use it
-// with sdktrace.WithSyncer (a SimpleSpanProcessor), so each span is written
-// when it ends. It is safe for concurrent use.
+// through NewFileSpanProcessor (or sdktrace.WithSyncer), so each span is
+// written when it ends. It is safe for concurrent use: batches are
+// converted and marshaled without a lock, and only the write is serialized.
 type FileExporter struct {
 	cfg FileExporterConfig
-	m   ptrace.JSONMarshaler
 
 	mu     sync.Mutex
 	f      *os.File
@@ -178,11 +178,14 @@ func (e *FileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	line, err := e.m.MarshalTraces(spansToTraces(spans))
-	if err != nil {
-		return fmt.Errorf("telemetry: marshal spans: %w", err)
-	}
-	line = append(line, '\n')
+	bp := linePool.Get().(*[]byte)
+	line := append(appendTracesJSON((*bp)[:0], spans), '\n')
+	defer func() {
+		if cap(line) <= 64<<10 {
+			*bp = line
+			linePool.Put(bp)
+		}
+	}()
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -239,3 +242,54 @@ func (e *FileExporter) Shutdown(ctx context.Context) error {
 }
 
 var _ sdktrace.SpanExporter = (*FileExporter)(nil)
+
+// linePool recycles line buffers of ExportSpans.
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// FileSpanProcessor writes each sampled span through a FileExporter as soon
+// as it ends. Unlike sdktrace's SimpleSpanProcessor it holds no lock of its
+// own around the export: spans ending on different goroutines are
+// converted and marshaled concurrently, and only the write itself is
+// serialized (by the exporter). Export errors are counted in the
+// exporter's Stats and passed to OnError (at most one call per 10 s).
+type FileSpanProcessor struct {
+	exp     *FileExporter
+	onError func(error)
+
+	errMu   sync.Mutex
+	lastErr time.Time
+}
+
+// NewFileSpanProcessor returns a processor for exp; onError may be nil.
+func NewFileSpanProcessor(exp *FileExporter, onError func(error)) *FileSpanProcessor {
+	return &FileSpanProcessor{exp: exp, onError: onError}
+}
+
+// OnStart does nothing.
+func (p *FileSpanProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd writes the span if it is sampled.
+func (p *FileSpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if !s.SpanContext().IsSampled() {
+		return
+	}
+	if err := p.exp.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{s}); err != nil && p.onError != nil {
+		p.errMu.Lock()
+		report := time.Since(p.lastErr) >= 10*time.Second
+		if report {
+			p.lastErr = time.Now()
+		}
+		p.errMu.Unlock()
+		if report {
+			p.onError(err)
+		}
+	}
+}
+
+// ForceFlush does nothing: every span is written when it ends.
+func (p *FileSpanProcessor) ForceFlush(context.Context) error { return nil }
+
+// Shutdown closes the exporter.
+func (p *FileSpanProcessor) Shutdown(ctx context.Context) error { return p.exp.Shutdown(ctx) }
+
+var _ sdktrace.SpanProcessor = (*FileSpanProcessor)(nil)

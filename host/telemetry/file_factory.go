@@ -11,8 +11,8 @@ import (
 func init() { traceExporters["file"] = newFileProcessor }
 
 // newFileProcessor is the "file" exporter (the default): the FileExporter
-// behind a simple (synchronous) span processor, so that each span is on disk
-// when End returns and a SIGKILL loses only spans that had not ended
+// behind a FileSpanProcessor (synchronous, no batching), so that each span
+// is on disk when End returns and a SIGKILL loses only spans that had not ended
 // (tracing.md). Without a data directory (in-memory catalog) there is
 // nowhere to write: it exports nothing and says so in the log.
 func newFileProcessor(_ context.Context, cfg config.Traces, env ExporterEnv) (sdktrace.SpanProcessor, error) {
@@ -30,5 +30,9 @@ func newFileProcessor(_ context.Context, cfg config.Traces, env ExporterEnv) (sd
 	if err != nil {
 		return nil, err
 	}
-	return sdktrace.NewSimpleSpanProcessor(exp), nil
+	var onError func(error)
+	if env.Logger != nil {
+		onError = func(err error) { env.Logger.Warn("telemetry: writing spans failed", "err", err) }
+	}
+	return NewFileSpanProcessor(exp, onError), nil
 }

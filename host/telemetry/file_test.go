@@ -169,11 +169,16 @@ func TestFileExporterRotation(t *testing.T) {
 	}
 }
 
-// Many goroutines ending spans at once: every line is whole and every span
-// is there once (run with -race).
+// Many goroutines ending spans at once through the lock-free processor:
+// every line is whole and every span is there once (run with -race).
 func TestFileExporterConcurrentHammer(t *testing.T) {
 	dir := t.TempDir()
-	tp, _ := newFileProvider(t, telemetry.FileExporterConfig{Dir: dir, MaxSize: 64 << 10, MaxFiles: 1000})
+	exp, err := telemetry.NewFileExporter(telemetry.FileExporterConfig{Dir: dir, MaxSize: 64 << 10, MaxFiles: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(telemetry.NewFileSpanProcessor(exp, nil)))
+	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("hammer")
 	const G, N = 8, 150
 	var wg sync.WaitGroup
@@ -281,4 +286,45 @@ func TestDefaultExporterIsFile(t *testing.T) {
 	_, s = p2.TracerProvider.Tracer("t").Start(context.Background(), "op")
 	s.End()
 	_ = p2.Shutdown(context.Background())
+}
+
+// The processor skips unsampled spans, and reports write errors (rate
+// limited) while counting each.
+func TestFileSpanProcessorSamplingAndErrors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "traces")
+	exp, err := telemetry.NewFileExporter(telemetry.FileExporterConfig{Dir: dir, MaxSize: 4096, MaxFiles: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported []error
+	var mu sync.Mutex
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(telemetry.NewFileSpanProcessor(exp, func(err error) {
+		mu.Lock()
+		reported = append(reported, err)
+		mu.Unlock()
+	})), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())))
+	defer tp.Shutdown(context.Background())
+	tr := tp.Tracer("p")
+	unsampled := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, Remote: true}))
+	_, s := tr.Start(unsampled, "dropped")
+	s.End()
+	_, s = tr.Start(context.Background(), "kept")
+	s.End()
+	if st := exp.Stats(); st.Spans != 1 {
+		t.Fatalf("stats %+v: the unsampled span was written", st)
+	}
+	// The folder disappears: rotation cannot reopen the file.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		_, s := tr.Start(context.Background(), strings.Repeat("x", 200))
+		s.End()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if exp.Stats().Errors == 0 || len(reported) != 1 {
+		t.Fatalf("errors counted %d, reported %d (want all counted, one reported)", exp.Stats().Errors, len(reported))
+	}
 }
