@@ -16,7 +16,7 @@ type Plugins struct {
 	// CallTimeout bounds one plugin call. Default 5s.
 	CallTimeout time.Duration `koanf:"call_timeout"`
 	// MemoryLimit is the most linear memory one instance may use.
-	// Default 64MiB (at least 2240KiB: a Go guest needs 35 pages).
+	// Default 64MiB (64KiB..4GiB; a Go guest needs at least 2240KiB).
 	MemoryLimit ByteSize `koanf:"memory_limit"`
 	// PoolSize is the number of instances per plugin; 0 means GOMAXPROCS.
 	// Default 0.
@@ -55,12 +55,12 @@ func defaultPlugins() Plugins {
 	return Plugins{CallTimeout: 5 * time.Second, MemoryLimit: 64 << 20, KVMaxKeys: 100000, KVMaxBytes: 64 << 20}
 }
 
-const minPluginMemory = 35 * 64 << 10
+const minPluginMemory = 64 << 10 // one page; a Go guest needs 35 (2240KiB)
 
 func (c *Plugins) validate(p *problems) {
 	positive(p, "plugins.call_timeout", c.CallTimeout)
 	if c.MemoryLimit < minPluginMemory || c.MemoryLimit > 4<<30 {
-		p.addOnce("plugins.memory_limit", "must be between %s (35 pages, the least a Go guest needs) and 4GiB, got %s", ByteSize(minPluginMemory), c.MemoryLimit)
+		p.addOnce("plugins.memory_limit", "must be between %s (one page; a Go guest needs 2240KiB) and 4GiB, got %s", ByteSize(minPluginMemory), c.MemoryLimit)
 	}
 	if c.PoolSize < 0 || c.PoolSize > 1024 {
 		p.addOnce("plugins.pool_size", "must be 0..1024 (0 = GOMAXPROCS), got %d", c.PoolSize)

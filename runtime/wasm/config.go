@@ -22,8 +22,8 @@ type Limits struct {
 	// CallTimeout bounds one handler call. Default 5s.
 	CallTimeout time.Duration
 	// MemoryLimit is the most linear memory one instance may use, in
-	// bytes (rounded down to 64 KiB pages; at least 35 pages for a Go
-	// guest). Default 64 MiB.
+	// bytes (rounded down to 64 KiB pages; a Go guest needs at least 35
+	// pages, 2240 KiB). Default 64 MiB.
 	MemoryLimit uint64
 	// PoolSize is the number of warm instances. Default GOMAXPROCS.
 	PoolSize int
@@ -79,16 +79,13 @@ func DefaultLimits() Limits {
 	}
 }
 
-// minGoPages is the least memory a Go guest starts with.
-const minGoPages = 35
-
 func (l Limits) validate(path string, errs *[]error) {
 	add := func(f string, a ...any) { *errs = append(*errs, fmt.Errorf(path+": "+f, a...)) }
 	if l.CallTimeout < 0 {
 		add("call_timeout must be > 0, got %s", l.CallTimeout)
 	}
-	if l.MemoryLimit != 0 && (l.MemoryLimit < minGoPages*65536 || l.MemoryLimit > 4<<30) {
-		add("memory_limit must be between %d bytes (35 pages, the least a Go guest needs) and 4GiB, got %d", minGoPages*65536, l.MemoryLimit)
+	if l.MemoryLimit != 0 && (l.MemoryLimit < 65536 || l.MemoryLimit > 4<<30) {
+		add("memory_limit must be between 64KiB (one page; a Go guest needs 35 pages, 2240KiB) and 4GiB, got %d", l.MemoryLimit)
 	}
 	if l.PoolSize < 0 || l.PoolSize > 1024 {
 		add("pool_size must be 0..1024 (0 = default), got %d", l.PoolSize)
