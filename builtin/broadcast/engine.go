@@ -385,13 +385,15 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 			attribute.Int64("hostd.broadcast.id", int64(id)),
 			attribute.String("hostd.message.type", msg.Type),
 		))
-	defer span.End()
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
 	low := make(map[string]uint64, len(vcs))
 	for _, vc := range vcs {
 		n, err := e.o.Channels.Next(ctx, vc)
 		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+			span.End()
 			return nil, fmt.Errorf("broadcast: read %s: %w", vc, err)
 		}
 		low[vc] = n
@@ -408,8 +410,12 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(id), Value: mustJSON(&t.rec)}}}); err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
+		span.End()
 		return nil, fmt.Errorf("broadcast: persist task %d: %w", id, err)
 	}
+	// End `create` right after the commit: its context is persisted, so it
+	// must be exported even if hostd dies on the next instruction.
+	span.End()
 	failpoint.Hit("broadcast.after-persist")
 	return t, nil
 }
