@@ -48,6 +48,12 @@ See docs/config.md. With no configuration at all hostd listens on
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			go func() {
+				// After the first signal starts the graceful shutdown, a
+				// second one gets the default behavior: exit at once.
+				<-ctx.Done()
+				stop()
+			}()
 			h, err := host.Open(ctx, cfg, host.Options{Version: versionInfo(), LogOutput: g.stderr})
 			if err != nil {
 				return err
