@@ -49,3 +49,24 @@ plugins:
 		echo "plugin $$n -> bin/plugins/$$n.wasm"; \
 		(cd $$d && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../../bin/plugins/$$n.wasm .); \
 	done
+
+.PHONY: fuzz bench bench-full
+# fuzz runs every native Go fuzz target of the main module for FUZZTIME
+# each (targets found with `go test -list '^Fuzz'`); the corpus lives in
+# each package's testdata/fuzz.
+FUZZTIME ?= 10s
+fuzz:
+	@set -e; for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./bench/' | xargs -n1 dirname | sort -u); do \
+		for f in $$($(GO) test -list '^Fuzz' $$d | grep '^Fuzz'); do \
+			echo "== $$d $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d; \
+		done; \
+	done
+
+# bench runs every benchmark in bench/ (short) and writes one Markdown table
+# to stdout and bench/results/latest.md; bench-full runs the long versions.
+bench:
+	cd bench && $(GO) run ./report/run
+
+bench-full:
+	cd bench && $(GO) run ./report/run -full

@@ -1,0 +1,42 @@
+package baseline
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i))
+	}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0, 1}, {1, 1}, {50, 50}, {99, 99}, {99.5, 100}, {100, 100}} {
+		if got := Percentile(d, c.p); got != c.want {
+			t.Errorf("p%v = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("empty")
+	}
+}
+
+func TestBaselinesRun(t *testing.T) {
+	d := 200 * time.Millisecond
+	for _, f := range []func() (Result, error){
+		func() (Result, error) { return Fsync(t.TempDir(), 2, 128, d) },
+		func() (Result, error) { return BadgerSync(t.TempDir(), 2, 128, d) },
+		func() (Result, error) { return HTTPJSON(4, d) },
+	} {
+		r, err := f()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Ops == 0 || r.Rate() <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+			t.Fatalf("implausible result %s", r)
+		}
+		t.Log(r)
+	}
+}

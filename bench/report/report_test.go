@@ -1,0 +1,45 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEmitReadRender(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rows.jsonl")
+	t.Setenv(EnvRows, path)
+	err := Emit(t.Logf,
+		Row{Bench: "catalog", Figure: "Commit, 256 writers", Value: 5000, Unit: "commits/s", Baseline: "raw fsync", BaseVal: 500, Target: "≥ 5× raw fsync", MinRatio: 5},
+		Row{Bench: "catalog", Figure: "Commit, 1 writer", Value: 100, Unit: "commits/s", Baseline: "raw badger", BaseVal: 400, Target: "≥ 0.5×", MinRatio: 0.5, Note: "lone writer pays a goroutine hop"},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.ReadFile(path)
+	rows, err := ReadRows(bytes.NewReader(f))
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("rows %v %v", rows, err)
+	}
+	if rows[0].Ratio != 10 || !*rows[0].Met || *rows[1].Met {
+		t.Fatalf("finish: %+v %+v", rows[0], rows[1])
+	}
+	rows = append(rows, ParseBench("locks", "BenchmarkLockPairs/c=64-2   \t  100\t  12345 ns/op\t  812.5 pairs/s\t 64 B/op\nPASS\n")...)
+	var b strings.Builder
+	Render(&b, rows)
+	out := b.String()
+	for _, want := range []string{"| catalog | Commit, 256 writers | 5000 commits/s | raw fsync: 500 commits/s | 10× | ≥ 5× raw fsync | met |",
+		"**MISSED** — lone writer pays a goroutine hop", "| locks | BenchmarkLockPairs/c=64 | 12345 ns/op |", "| 813 pairs/s |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "B/op") {
+		t.Error("B/op should be left out")
+	}
+	if _, err := ReadRows(strings.NewReader("{bad json\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("bad line: %v", err)
+	}
+}
