@@ -62,7 +62,9 @@ func (e *Engine) appendRound(batch []*appendReq) {
 	for i, r := range batch {
 		entries[i] = r.entry
 	}
+	t0 := e.o.Clock.Now()
 	outs, err := e.safeAppend(entries)
+	e.m.appendDuration.Record(context.Background(), e.o.Clock.Now().Sub(t0).Seconds())
 	if err == nil && len(outs) != len(entries) {
 		err = fmt.Errorf("broadcast: channels returned %d outcomes for %d entries", len(outs), len(entries))
 	}

@@ -782,7 +782,9 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 		var res AckResult
 		var err error
 		if t.handler != nil {
+			t0 := e.o.Clock.Now()
 			res, err = e.safeAck(sctx, t.handler, call)
+			e.m.callbackDuration.Record(ctx, e.o.Clock.Now().Sub(t0).Seconds())
 		}
 		if ctx.Err() != nil {
 			span.SetStatus(codes.Error, "engine stopped")

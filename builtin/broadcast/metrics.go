@@ -15,6 +15,8 @@ type metrics struct {
 	callbackConflicts metric.Int64Counter
 	finished          metric.Int64Counter
 	latency           metric.Float64Histogram
+	appendDuration    metric.Float64Histogram
+	callbackDuration  metric.Float64Histogram
 }
 
 func metricState(s State) metric.AddOption {
@@ -46,6 +48,15 @@ func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
 		metric.WithDescription("Time from persist to TOMBSTONE."),
 		metric.WithExplicitBucketBoundaries(.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
 	if err != nil {
+		return nil, err
+	}
+	buckets := metric.WithExplicitBucketBoundaries(.0001, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 5)
+	if x.appendDuration, err = m.Float64Histogram("hostd.broadcast.append.duration", metric.WithUnit("s"), buckets,
+		metric.WithDescription("Duration of one append round (all queued vchannel appends of all tasks).")); err != nil {
+		return nil, err
+	}
+	if x.callbackDuration, err = m.Float64Histogram("hostd.broadcast.callback.duration", metric.WithUnit("s"), buckets,
+		metric.WithDescription("Duration of one ack-callback run (handler only).")); err != nil {
 		return nil, err
 	}
 	_, err = m.Int64ObservableGauge("hostd.broadcast.tasks", metric.WithDescription("Tasks in the catalog by state."),
