@@ -18,7 +18,9 @@ const (
 	otlpFlagIsRemote    = 0x200
 )
 
-// spansToTraces converts finished SDK spans into the OTLP data model. Spans
+// spansToTraces converts finished SDK spans into the OTLP data model
+// through pdata: the reference the direct encoder (file_json.go) is checked
+// against. Spans
 // are grouped by resource and instrumentation scope in the order they come,
 // so one batch of a single span gives one ResourceSpans with one ScopeSpans.
 func spansToTraces(spans []sdktrace.ReadOnlySpan) ptrace.Traces {

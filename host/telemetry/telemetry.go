@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hostd-dev/hostd/host/config"
 )
@@ -35,6 +36,11 @@ type Options struct {
 	DataDir string
 	// Logger receives exporter errors. Default: discard.
 	Logger *slog.Logger
+	// DeferTraces leaves TracerProvider a no-op until StartTraces is
+	// called. The Host uses it to create exporters that write into the
+	// data directory only after the catalog holds the directory's lock, so
+	// a second hostd on the same directory never touches its files.
+	DeferTraces bool
 }
 
 // Providers are the telemetry of one hostd start. Close them with Shutdown.
@@ -51,6 +57,8 @@ type Providers struct {
 	Resource *resource.Resource
 
 	shutdown []func(context.Context) error
+	traces   config.Traces
+	env      ExporterEnv
 }
 
 // New builds the providers described by cfg.
@@ -70,14 +78,14 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Providers, e
 		attrs = append(attrs, attribute.String("service.version", opts.ServiceVersion))
 	}
 	res := resource.NewSchemaless(attrs...)
-	p := &Providers{InstanceID: id, Resource: res}
-
-	tp, err := newTracerProvider(ctx, cfg.Traces, res, ExporterEnv{DataDir: opts.DataDir, Logger: opts.Logger, Resource: res})
-	if err != nil {
-		return nil, err
+	p := &Providers{InstanceID: id, Resource: res, traces: cfg.Traces,
+		env: ExporterEnv{DataDir: opts.DataDir, Logger: opts.Logger, Resource: res}}
+	p.TracerProvider = tracenoop.NewTracerProvider()
+	if !opts.DeferTraces {
+		if err := p.StartTraces(ctx); err != nil {
+			return nil, err
+		}
 	}
-	p.TracerProvider = tp
-	p.shutdown = append(p.shutdown, tp.Shutdown)
 
 	if cfg.Metrics.Prometheus {
 		reg := prometheus.NewRegistry()
@@ -97,6 +105,22 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Providers, e
 		p.MeterProvider = metricnoop.NewMeterProvider()
 	}
 	return p, nil
+}
+
+// StartTraces builds the TracerProvider and its exporter (New does it
+// unless Options.DeferTraces). Call it once, before handing the provider to
+// components.
+func (p *Providers) StartTraces(ctx context.Context) error {
+	if _, ok := p.TracerProvider.(*sdktrace.TracerProvider); ok {
+		return errors.New("telemetry: traces already started")
+	}
+	tp, err := newTracerProvider(ctx, p.traces, p.Resource, p.env)
+	if err != nil {
+		return err
+	}
+	p.TracerProvider = tp
+	p.shutdown = append(p.shutdown, tp.Shutdown)
+	return nil
 }
 
 // Shutdown flushes and stops the providers (last spans are exported).

@@ -129,3 +129,29 @@ func TestNewLogger(t *testing.T) {
 		t.Fatal("bad level accepted")
 	}
 }
+
+func TestDeferTraces(t *testing.T) {
+	cfg := config.Default().Telemetry
+	cfg.Traces.Exporter = "none"
+	p, err := New(context.Background(), cfg, Options{DeferTraces: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Shutdown(context.Background())
+	_, sp := p.TracerProvider.Tracer("t").Start(context.Background(), "before")
+	if sp.SpanContext().IsValid() {
+		t.Fatal("a span before StartTraces must be a no-op")
+	}
+	sp.End()
+	if err := p.StartTraces(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, sp = p.TracerProvider.Tracer("t").Start(context.Background(), "after")
+	if !sp.SpanContext().IsSampled() {
+		t.Fatal("StartTraces did not install the SDK provider")
+	}
+	sp.End()
+	if err := p.StartTraces(context.Background()); err == nil {
+		t.Fatal("second StartTraces accepted")
+	}
+}
