@@ -264,3 +264,50 @@ func TestScenario12ShutdownInFlight(t *testing.T) {
 	v.assertNoDuplicates(vcs(4)...)
 	v.close()
 }
+
+// toggleSource is a HandlerSource whose types come and go (plugin reloads).
+type toggleSource struct {
+	mu sync.Mutex
+	h  map[string]Handler
+}
+
+func (s *toggleSource) Lookup(t string) (Handler, TypeOptions, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.h[t]
+	return h, TypeOptions{}, ok
+}
+
+func (s *toggleSource) set(t string, h Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h == nil {
+		delete(s.h, t)
+	} else {
+		s.h[t] = h
+	}
+}
+
+// A recovered task whose plugin is gone keeps its keys, shows why it
+// waits, and completes once the plugin is back.
+func TestRecoveredTaskWithoutPlugin(t *testing.T) {
+	src := &toggleSource{h: map[string]Handler{}}
+	src.set("ext", fnHandler{ack: func(context.Context, *AckCall) (AckResult, error) { return AckResult{}, errors.New("later") }})
+	v := newEnv(t, nil, func(o *Options) { o.Handlers = src }, nil)
+	r := v.submit(context.Background(), Request{Message: Message{Type: "ext"}, Wait: WaitPersisted})
+	src.set("ext", nil)
+	v.restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		in, _ := v.e.Get(r.ID)
+		if in.State == StatePending && strings.Contains(in.LastError, "no longer registered") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no visible error for the missing plugin: %+v", in)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	src.set("ext", Noop{})
+	v.waitState(r.ID, StateTombstone)
+}

@@ -758,6 +758,11 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 	parent := t.parentContext()
 	retries := 0 // consecutive non-attempt retries (commit errors)
 	for {
+		if mh, ok := t.handler.(missingHandler); ok { // the plugin may be back (reload)
+			if h, opts, err := e.lookup(mh.typ); err == nil && h != nil {
+				t.handler, t.opts = h, opts
+			}
+		}
 		t.mu.Lock()
 		attempt := t.rec.Attempts + 1
 		call := &AckCall{BroadcastID: t.rec.ID, Message: t.rec.Message, Attempt: attempt, Recovered: t.recovered}
