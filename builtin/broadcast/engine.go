@@ -176,7 +176,7 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 		return nil, ErrClosed
 	}
 	if !started {
-		return nil, fmt.Errorf("broadcast: engine not started")
+		return nil, ErrNotStarted
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -257,6 +257,7 @@ var (
 	ErrRejected        = errors.New("broadcast: rejected by validator")
 	ErrInvalidState    = errors.New("broadcast: invalid state for operation")
 	ErrClosed          = errors.New("broadcast: engine closed")
+	ErrNotStarted      = errors.New("broadcast: engine not started (recovery has not finished)")
 	ErrCorruptCatalog  = errors.New("broadcast: corrupt catalog")
 	ErrNotAckable      = errors.New("broadcast: vchannel not ackable")
 )

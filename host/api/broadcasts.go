@@ -284,7 +284,7 @@ func broadcastError(err error) *Error {
 		return Conflict("%v", err)
 	case errors.Is(err, broadcast.ErrNotAckable):
 		return FailedPrecondition("%v", err).With("reason", "not_appended")
-	case errors.Is(err, broadcast.ErrClosed):
+	case errors.Is(err, broadcast.ErrClosed), errors.Is(err, broadcast.ErrNotStarted):
 		return Unavailable("%v", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "gave up waiting for the broadcast: %v", err)
