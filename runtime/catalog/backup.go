@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"go.opentelemetry.io/otel/codes"
 )
 
 // Backup file layout (all integers little-endian):
@@ -38,7 +39,15 @@ var ErrBackup = errors.New("catalog: bad backup")
 
 // Backup writes a consistent snapshot of the whole catalog to w while the
 // catalog stays online, and returns the snapshot's version.
-func (db *DB) Backup(ctx context.Context, w io.Writer) (Version, error) {
+func (db *DB) Backup(ctx context.Context, w io.Writer) (ver Version, err error) {
+	ctx, span := db.tracer.Start(ctx, "catalog.Backup")
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

@@ -10,6 +10,9 @@ import (
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/runtime/failpoint"
 )
@@ -23,8 +26,9 @@ const (
 )
 
 type result struct {
-	ver Version
-	err error
+	ver     Version
+	err     error
+	writers int // writers in the round (for the span)
 }
 
 type request struct {
@@ -98,7 +102,19 @@ func (db *DB) Stats() Stats {
 // If ctx ends before the committer takes b, nothing is applied and ctx's
 // error is returned; once taken, Commit waits for the outcome.
 func (db *DB) Commit(ctx context.Context, b *Batch) (Version, error) {
-	return db.c.commit(ctx, b, false)
+	ctx, span := db.tracer.Start(ctx, "catalog.Commit", trace.WithSpanKind(trace.SpanKindInternal))
+	defer span.End()
+	if b != nil {
+		span.SetAttributes(attribute.Int("catalog.ops", len(b.Ops)), attribute.Int("catalog.checks", len(b.Checks)+len(b.RangeChecks)))
+	}
+	r := db.c.commitResult(ctx, b, false)
+	if r.err != nil {
+		span.RecordError(r.err)
+		span.SetStatus(codes.Error, r.err.Error())
+	} else {
+		span.SetAttributes(attribute.Int64("catalog.version", int64(r.ver)), attribute.Int("catalog.round.writers", r.writers))
+	}
+	return r.ver, r.err
 }
 
 // maxTxn returns the largest size and count one Badger transaction takes,
@@ -108,41 +124,47 @@ func (c *committer) maxTxn() (size, count int64) {
 }
 
 func (c *committer) commit(ctx context.Context, b *Batch, internal bool) (Version, error) {
+	r := c.commitResult(ctx, b, internal)
+	return r.ver, r.err
+}
+
+func (c *committer) commitResult(ctx context.Context, b *Batch, internal bool) result {
+	fail := func(err error) result { return result{err: err} }
 	if b == nil {
-		return 0, fmt.Errorf("%w: nil batch", ErrInvalid)
+		return fail(fmt.Errorf("%w: nil batch", ErrInvalid))
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return fail(err)
 	}
 	var size int64
 	for i, op := range b.Ops {
 		if err := c.db.validateKey(op.Key, internal); err != nil {
-			return 0, fmt.Errorf("op %d: %w", i, err)
+			return fail(fmt.Errorf("op %d: %w", i, err))
 		}
 		if !op.Delete && len(op.Value) > c.db.opts.MaxValueSize {
-			return 0, fmt.Errorf("%w: op %d: value of %q is %d bytes, limit is %d (max_value_size)", ErrTooLarge, i, op.Key, len(op.Value), c.db.opts.MaxValueSize)
+			return fail(fmt.Errorf("%w: op %d: value of %q is %d bytes, limit is %d (max_value_size)", ErrTooLarge, i, op.Key, len(op.Value), c.db.opts.MaxValueSize))
 		}
 		size += entrySize(op)
 	}
 	for i, ch := range b.Checks {
 		if len(ch.Key) == 0 {
-			return 0, fmt.Errorf("%w: check %d: empty key", ErrInvalid, i)
+			return fail(fmt.Errorf("%w: check %d: empty key", ErrInvalid, i))
 		}
 	}
 	for i, rc := range b.RangeChecks {
 		if rc.End != nil && bytes.Compare(rc.Start, rc.End) > 0 {
-			return 0, fmt.Errorf("%w: range check %d: start %q > end %q", ErrInvalid, i, rc.Start, rc.End)
+			return fail(fmt.Errorf("%w: range check %d: start %q > end %q", ErrInvalid, i, rc.Start, rc.End))
 		}
 	}
 	maxSize, maxCount := c.maxTxn()
 	if size >= maxSize || int64(len(b.Ops)) >= maxCount {
-		return 0, fmt.Errorf("%w: %d ops of about %d bytes; one atomic commit holds fewer than %d ops and %d bytes (raise memtable_size or split the update)", ErrTooLarge, len(b.Ops), size, maxCount, maxSize)
+		return fail(fmt.Errorf("%w: %d ops of about %d bytes; one atomic commit holds fewer than %d ops and %d bytes (raise memtable_size or split the update)", ErrTooLarge, len(b.Ops), size, maxCount, maxSize))
 	}
 	req := &request{b: b, size: size, done: make(chan result, 1)}
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
-		return 0, ErrClosed
+		return fail(ErrClosed)
 	}
 	c.queue = append(c.queue, req)
 	c.mu.Unlock()
@@ -152,13 +174,12 @@ func (c *committer) commit(ctx context.Context, b *Batch, internal bool) (Versio
 	}
 	select {
 	case r := <-req.done:
-		return r.ver, r.err
+		return r
 	case <-ctx.Done():
 		if req.state.CompareAndSwap(reqQueued, reqAbandoned) {
-			return 0, ctx.Err()
+			return fail(ctx.Err())
 		}
-		r := <-req.done
-		return r.ver, r.err
+		return <-req.done
 	}
 }
 
@@ -302,7 +323,7 @@ func (c *committer) round(q []*request) {
 		}
 		c.committed.Add(uint64(len(ch.reqs)))
 		for _, r := range ch.reqs {
-			r.done <- result{ver: ver}
+			r.done <- result{ver: ver, writers: len(reqs)}
 		}
 	}
 	// Let compactions drop versions no open snapshot can see any more.

@@ -15,6 +15,8 @@ import (
 
 	badger "github.com/dgraph-io/badger/v4"
 	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hostd-dev/hostd/runtime/sched"
 )
@@ -37,6 +39,7 @@ type DB struct {
 	log    *slog.Logger
 	clock  sched.Clock
 	met    *metrics
+	tracer trace.Tracer
 	lastTs atomic.Uint64 // newest committed Badger timestamp (= catalog Version)
 
 	// readers guards the set of open snapshots (their read timestamps) and
@@ -85,6 +88,9 @@ func Open(opts Options) (*DB, error) {
 	if opts.MeterProvider == nil {
 		opts.MeterProvider = noop.NewMeterProvider()
 	}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = tracenoop.NewTracerProvider()
+	}
 	if opts.Clock == nil {
 		opts.Clock = sched.Real
 	}
@@ -121,6 +127,7 @@ func Open(opts Options) (*DB, error) {
 		gcDone:  make(chan struct{}),
 	}
 	db.readersCv = sync.NewCond(&db.readersMu)
+	db.tracer = opts.TracerProvider.Tracer(meterName)
 	db.lastTs.Store(bdb.MaxVersion())
 	bdb.SetDiscardTs(db.lastTs.Load()) // no snapshot is open yet
 	db.met, err = newMetrics(opts.MeterProvider)

@@ -85,22 +85,30 @@
 // Value-log GC runs every GCInterval (after letting Badger discard versions
 // older than every open snapshot) and stops on Close.
 //
-// Backup (online, consistent snapshot) and Restore (offline, into an empty
-// directory) are what `hostd backup FILE` and `hostd restore FILE` call.
+// (*DB).Backup(ctx, w) (online, a consistent snapshot, the daemon keeps
+// serving) and Restore(dir, r) (offline, into a new or empty directory)
+// are what `hostd backup FILE` and `hostd restore FILE` call. The file is
+// Badger's stream backup framed by a header (magic, codec, format version)
+// and a SHA-256 trailer, so a truncated or corrupted file is refused
+// (ErrBackup) instead of restoring part of a catalog.
 //
-// # Metrics
+// # Metrics and spans
 //
+// Through the OTel API (Options.MeterProvider, Options.TracerProvider):
 // hostd.catalog.commit.rounds, .txns, .writers (histogram per round),
-// .duration (seconds per round), .conflicts, .failures; hostd.catalog.gc.rewrites.
-// Stats returns the committer's counters for tests.
+// .duration (seconds per round), .conflicts, .failures;
+// hostd.catalog.gc.rewrites; a "catalog.Commit" span per Commit (ops,
+// checks, version, writers in its round; error status on failure) and a
+// "catalog.Backup" span. Stats returns the committer's counters for tests.
 //
 // # Locking
 //
-// Lock order: DB.closeMu → committer.mu → DB.readersMu. seqState.mu is held
-// across a commit of its reservation (it is never taken by the committer).
-// DB.seqMu only guards the map of sequences. The committer goroutine takes
-// committer.mu only to swap the queue, and DB.readersMu only through
-// lastTs-independent helpers.
+// Lock order: DB.closeMu → committer.mu → DB.readersMu; no two are held
+// together except in that order. seqState.mu is held across the commit of
+// its reservation (the committer never takes it); DB.seqMu only guards the
+// map of sequences. The committer goroutine takes committer.mu only to swap
+// out the queue and DB.readersMu only to compute the discard timestamp.
+// A View holds no lock while fn runs; Close waits for open Views.
 //
 // # etcd
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/runtime/sched"
 )
@@ -23,6 +24,8 @@ type Options struct {
 	Logger *slog.Logger
 	// MeterProvider creates the catalog's metrics. Default: no-op.
 	MeterProvider metric.MeterProvider
+	// TracerProvider creates a span per Commit and Backup. Default: no-op.
+	TracerProvider trace.TracerProvider
 	// Clock drives the value-log GC loop. Default: sched.Real.
 	Clock sched.Clock
 	// GCInterval is how often value-log GC runs. Default 5m; 0 disables.
