@@ -10,14 +10,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// OTLP span flag bits (opentelemetry-proto trace.proto, SpanFlags): the low
-// byte holds the W3C trace flags; bit 8 says whether bit 9 is known, bit 9
-// says the parent (or the link target) was remote.
-const (
-	otlpFlagHasIsRemote = 0x100
-	otlpFlagIsRemote    = 0x200
-)
-
 // spansToTraces converts finished SDK spans into the OTLP data model
 // through pdata: the reference the direct encoder (file_json.go) is checked
 // against. Spans
@@ -117,23 +109,6 @@ func convertSpan(dst ptrace.Span, s sdktrace.ReadOnlySpan) {
 	dst.Status().SetMessage(st.Description)
 }
 
-func convertKind(k trace.SpanKind) ptrace.SpanKind {
-	switch k {
-	case trace.SpanKindInternal:
-		return ptrace.SpanKindInternal
-	case trace.SpanKindServer:
-		return ptrace.SpanKindServer
-	case trace.SpanKindClient:
-		return ptrace.SpanKindClient
-	case trace.SpanKindProducer:
-		return ptrace.SpanKindProducer
-	case trace.SpanKindConsumer:
-		return ptrace.SpanKindConsumer
-	default:
-		return ptrace.SpanKindUnspecified
-	}
-}
-
 func putAttrs(m pcommon.Map, kvs []attribute.KeyValue) {
 	m.EnsureCapacity(len(kvs))
 	for _, kv := range kvs {
@@ -184,3 +159,5 @@ func putValue(dst pcommon.Value, v attribute.Value) {
 		// EMPTY: leave the value empty, as OTLP has no other encoding for it.
 	}
 }
+
+func convertKind(k trace.SpanKind) ptrace.SpanKind { return ptrace.SpanKind(otlpKind(k)) }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdkresource "go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // appendTracesJSON appends the spans as one OTLP-JSON TracesData — the
@@ -138,7 +139,7 @@ func appendSpanJSON(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	if n := s.Name(); n != "" {
 		b = appendStringField(b, true, "name", n)
 	}
-	if k := convertKind(s.SpanKind()); k != 0 {
+	if k := otlpKind(s.SpanKind()); k != 0 {
 		b = append(b, `,"kind":`...)
 		b = strconv.AppendInt(b, int64(k), 10)
 	}
@@ -464,4 +465,21 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// OTLP span flag bits (opentelemetry-proto trace.proto, SpanFlags): the low
+// byte holds the W3C trace flags; bit 8 says whether bit 9 is known, bit 9
+// says the parent (or the link target) was remote.
+const (
+	otlpFlagHasIsRemote = 0x100
+	otlpFlagIsRemote    = 0x200
+)
+
+// otlpKind maps an SDK span kind to the OTLP enum (same numbering;
+// anything unknown is UNSPECIFIED).
+func otlpKind(k trace.SpanKind) int32 {
+	if k >= trace.SpanKindInternal && k <= trace.SpanKindConsumer {
+		return int32(k)
+	}
+	return 0
 }
