@@ -175,6 +175,9 @@ func (c *Config) Validate() error {
 	if c.QuotaRefresh < 0 || c.BackoffInitial < 0 || c.BackoffMax < 0 {
 		errs = append(errs, errors.New("plugins: quota_refresh and backoff durations must be >= 0"))
 	}
+	if c.BackoffInitial > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffInitial {
+		errs = append(errs, fmt.Errorf("plugins: backoff max %s is below backoff initial %s", c.BackoffMax, c.BackoffInitial))
+	}
 	return errors.Join(errs...)
 }
 

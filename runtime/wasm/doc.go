@@ -59,7 +59,8 @@
 // instance whose call failed in any way other than a handler's returned
 // error (trap, panic, proc_exit, timeout, cancellation) is closed and its
 // slot refilled by a background goroutine, with exponential backoff while
-// instantiation fails (Config.BackoffInitial..BackoffMax on Config.Clock);
+// instantiation fails (a runtime/sched.Backoff per plugin version,
+// Config.BackoffInitial ×2 up to BackoffMax, timed on Config.Clock);
 // calls fail with KindUnavailable while no instance is alive and starting
 // one keeps failing.
 //

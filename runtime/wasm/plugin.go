@@ -18,6 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/runtime/sched"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
@@ -60,6 +61,11 @@ type version struct {
 	refs      atomic.Int64
 	retired   atomic.Bool
 	closeOnce sync.Once
+
+	// backoff spaces the attempts to start instances while they keep
+	// failing (one per plugin version, shared by its refills).
+	backoffMu sync.Mutex
+	backoff   *sched.Backoff
 
 	calls, failures atomic.Uint64
 	live            atomic.Int64 // instances alive
@@ -125,6 +131,11 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 		loaded: time.Now(), wrt: wrt, code: code, usage: &usage{refresh: r.cfg.QuotaRefresh},
 		ns: NamespacePrefix(name), ctx: vctx, cancel: cancel,
 		pool: make(chan *instance, limits.PoolSize),
+	}
+	v.backoff, err = sched.NewBackoff(sched.BackoffConfig{Initial: r.cfg.BackoffInitial, Max: r.cfg.BackoffMax, Multiplier: 2})
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	first, err := v.instantiate(ctx, true)
 	if err != nil {
@@ -390,11 +401,13 @@ func (v *version) discard(inst *instance) {
 }
 
 func (v *version) refill() {
-	delay := v.rt.cfg.BackoffInitial
 	for {
 		inst, err := v.instantiate(v.ctx, false)
 		if err == nil {
 			v.startFailures.Store(0)
+			v.backoffMu.Lock()
+			v.backoff.Reset()
+			v.backoffMu.Unlock()
 			v.pool <- inst
 			return
 		}
@@ -404,13 +417,15 @@ func (v *version) refill() {
 		n := v.startFailures.Add(1)
 		msg := err.Error()
 		v.lastErr.Store(&msg)
+		v.backoffMu.Lock()
+		delay := v.backoff.Next()
+		v.backoffMu.Unlock()
 		v.rt.logger.Warn("plugin instance failed to start; backing off", "plugin", v.name, "failures", n, "retry_in", delay, "err", err)
 		select {
 		case <-v.rt.cfg.Clock.After(delay):
 		case <-v.ctx.Done():
 			return
 		}
-		delay = min(delay*2, v.rt.cfg.BackoffMax)
 	}
 }
 
