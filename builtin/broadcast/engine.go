@@ -33,7 +33,8 @@ type Engine struct {
 	builtins map[string]builtin
 
 	mu      sync.Mutex
-	started bool
+	started bool // Start was called
+	running bool // recovery finished: Submit is served
 	closed  bool
 	tasks   map[uint64]*task
 	index   map[string]*idemEntry // idempotency index
@@ -170,12 +171,12 @@ func (e *Engine) lookup(msgType string) (Handler, TypeOptions, error) {
 // errors, catalog errors.
 func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 	e.mu.Lock()
-	closed, started := e.closed, e.started
+	closed, running := e.closed, e.running
 	e.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
 	}
-	if !started {
+	if !running {
 		return nil, ErrNotStarted
 	}
 	ctx, cancel := context.WithCancel(ctx)

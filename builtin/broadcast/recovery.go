@@ -117,6 +117,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, t := range pending {
 		e.startDriver(t)
 	}
+	e.running = true // the index is complete: duplicates are recognized
 	e.mu.Unlock()
 	rspan.End()
 	if len(tasks) > 0 {
