@@ -164,6 +164,7 @@ func badgerOptions(opts Options, dir string) badger.Options {
 		WithNumVersionsToKeep(1).
 		WithValueThreshold(valueThreshold).
 		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithDetectConflicts(false). // the committer is the only writer
 		WithMetricsEnabled(false)
 }
 
