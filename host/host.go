@@ -129,7 +129,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 		dataDir = cfg.Data.Dir
 	}
 	h.tel, err = telemetry.New(ctx, cfg.Telemetry, telemetry.Options{
-		ServiceVersion: opts.Version.Version, DataDir: dataDir, Logger: h.log,
+		ServiceVersion: opts.Version.Version, DataDir: dataDir, Logger: h.log, DeferTraces: true,
 	})
 	if err != nil {
 		return nil, err
@@ -144,6 +144,11 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 	co.Clock = h.clock
 	if h.db, err = catalog.Open(co); err != nil {
 		return nil, fmt.Errorf("host: open catalog: %w", err)
+	}
+	// Trace exporters may write into the data directory: only now that
+	// this process holds its lock.
+	if err = h.tel.StartTraces(ctx); err != nil {
+		return nil, err
 	}
 	tokens := make([]api.Token, 0, len(cfg.API.Tokens))
 	for _, t := range cfg.API.Tokens {
