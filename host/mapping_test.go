@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
 )
 
 func startMappingHost(t *testing.T) *client.Client {
@@ -147,4 +149,43 @@ func TestTopicLifecycleAPI(t *testing.T) {
 	if err != nil || b.State != "TOMBSTONE" || b.Appends[0].PhysicalQueue == "_control/0" {
 		t.Fatalf("broadcast through the mapping: %+v %v", b, err)
 	}
+}
+
+// TestZoneSpreadPolicyPlugin creates and remaps a topic with the
+// zone-spread plugin policy (a real Wasm plugin run by runtime/wasm).
+func TestZoneSpreadPolicyPlugin(t *testing.T) {
+	wasmPath := wasmtest.Build(t, "../plugins/zone-spread")
+	cfg := testConfig(t)
+	cfg.Plugins.List = []config.Plugin{{Name: "zone-spread", Path: wasmPath}}
+	cfg.Mapping.Brokers = []config.MappingBroker{
+		{Name: "a", Labels: map[string]string{"zone": "z1"}}, {Name: "b", Labels: map[string]string{"zone": "z1"}},
+		{Name: "c", Labels: map[string]string{"zone": "z2"}}, {Name: "d", Labels: map[string]string{"zone": "z2"}},
+		{Name: "nolabel"},
+	}
+	h := startHost(t, cfg)
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ch, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "z", Queues: 8, Policy: "zone-spread", Brokers: []string{"a", "b", "c", "d"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]int{}
+	for _, q := range ch.Info.Queues {
+		zones[map[string]string{"a": "z1", "b": "z1", "c": "z2", "d": "z2"}[q.Broker]]++
+	}
+	if zones["z1"] != 4 || zones["z2"] != 4 || ch.Info.Topic.Policy != "zone-spread" {
+		t.Fatalf("zone spread: %v (policy %s)", zones, ch.Info.Topic.Policy)
+	}
+	rm, err := c.RemapTopic(ctx, "z", &client.TopicRequest{Brokers: []string{"a", "c"}})
+	if err != nil || len(rm.Moved) != 4 {
+		t.Fatalf("remap with the topic's policy: %+v %v", rm, err)
+	}
+	_, err = c.RemapTopic(ctx, "z", &client.TopicRequest{Brokers: []string{"a", "nolabel"}})
+	if apiCode(err) != "failed_precondition" || !strings.Contains(err.Error(), "zone-spread") {
+		t.Fatalf("policy error must name the plugin: %v", err)
+	}
+	t.Logf("policy error: %v", err)
 }
