@@ -52,6 +52,7 @@ type Service struct {
 	t      *leaseTable
 	closed bool
 	recent recentSet
+	armed  time.Duration // deadline the expiry loop sleeps until (MaxInt64: none)
 
 	kick chan struct{}
 	stop chan struct{}
@@ -74,7 +75,7 @@ func Open(ctx context.Context, opts Options) (*Service, error) {
 		opts: opts, store: opts.Store, base: opts.Clock.Now(),
 		tracer: tp.Tracer("github.com/hostd-dev/hostd/builtin/locks"),
 		t:      newLeaseTable(), recent: newRecentSet(8192),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), armed: math.MaxInt64,
 	}
 	s.m = newLeaseMetrics(opts.MeterProvider, s)
 	if err := s.recover(ctx); err != nil {
@@ -347,8 +348,11 @@ func (s *Service) persist(ctx context.Context, g *lgrant) (*Grant, error) {
 			s.t.activate(g)
 			close(g.done)
 			out := s.grantOut(g, false)
+			kick := g.deadline < s.armed
 			s.mu.Unlock()
-			s.kickExpiry()
+			if kick {
+				s.kickExpiry()
+			}
 			return out, nil
 		}
 	}
@@ -556,8 +560,11 @@ func (s *Service) renew(ctx context.Context, id, token string, ttl time.Duration
 	rec := encodeRenewal(ttl, g.expiresAt)
 	out := s.grantOut(g, false)
 	out.Token = ""
+	kick := g.deadline < s.armed
 	s.mu.Unlock()
-	s.kickExpiry()
+	if kick {
+		s.kickExpiry()
+	}
 	if _, err := s.store.Commit(context.WithoutCancel(ctx), &catalog.Batch{Ops: []catalog.Op{{Key: renewalKey(g.fence), Value: rec}}}); err != nil {
 		return nil, fmt.Errorf("locks: persist renewal of %s: %w", id, err)
 	}
@@ -810,6 +817,7 @@ func (s *Service) expiryLoop() {
 	for {
 		s.mu.Lock()
 		next, now := s.t.nextDeadline(), s.now()
+		s.armed = next
 		s.mu.Unlock()
 		var timer <-chan time.Time
 		if next != math.MaxInt64 {

@@ -459,7 +459,7 @@ func TestLeaseScenario9ForceRelease(t *testing.T) {
 // catalog return to baseline. 1M keys with HOSTD_LONG=1.
 func TestLeaseScenario12ManyKeys(t *testing.T) {
 	e := newLeaseEnv(t, false)
-	n := 20000
+	n := 10000
 	if os.Getenv("HOSTD_LONG") != "" {
 		n = 1_000_000
 	}
