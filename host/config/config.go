@@ -63,9 +63,9 @@ func (c *Config) validate(p *problems) {
 type Problem struct {
 	// Key is the key path, e.g. "api.listen" or "api.tokens[1].role". For a
 	// file that cannot be parsed it is the file name.
-	Key string
+	Key string `json:"key"`
 	// Message says what is wrong and what is expected.
-	Message string
+	Message string `json:"message"`
 }
 
 func (p Problem) String() string { return p.Key + ": " + p.Message }
