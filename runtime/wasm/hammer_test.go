@@ -61,3 +61,47 @@ func TestHammerCountersAndReloads(t *testing.T) {
 		t.Fatalf("counter = %q (%v), want %d", v, err, workers*per)
 	}
 }
+
+// Crashing calls interleaved with good ones on a shared pool: every good
+// call succeeds, every crash is reported, the pool ends full.
+func TestHammerCrashesAndCalls(t *testing.T) {
+	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "faults", Path: faultsWasm(t), Limits: Limits{PoolSize: 3}}}})
+	const workers, per, crashes = 4, 30, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if _, err := r.Ack(bg, msg("Trap", "ok")); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < crashes; i++ {
+			typ, payload, kind := "Trap", "trap", KindTrap
+			if i%2 == 1 {
+				typ, payload, kind = "Panic", "panic", KindPanic
+			}
+			if _, err := r.Ack(bg, msg(typ, payload)); KindOf(err) != kind {
+				errs <- err
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return r.List()[0].Live == 3 })
+	if l := r.List()[0]; l.Calls != workers*per+crashes || l.Failures != crashes {
+		t.Fatalf("List = %+v", l)
+	}
+}
