@@ -1,7 +1,9 @@
 package mapping_test
 
 import (
+	"flag"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -17,6 +19,11 @@ import (
 // Open at the end), and every reader sees each logic queue as one
 // gap-free, duplicate-free sequence equal to what was appended.
 func TestPropertyMapping(t *testing.T) {
+	// 30 random runs by default (seconds, also under -race); HOSTD_LONG=1
+	// or -rapid.checks=N for more.
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue && os.Getenv("HOSTD_LONG") != "1" {
+		_ = f.Value.Set("30")
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		db, err := catalog.OpenMemory()
 		if err != nil {
