@@ -433,8 +433,12 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 			if status >= 500 {
 				lvl = slog.LevelWarn
 			}
-			s.log.Log(ctx, lvl, "api request", "method", r.Method, "path", r.URL.Path, "route", path,
-				"status", status, "duration", time.Since(start), "principal", principal.Name)
+			args := []any{"method", r.Method, "path", r.URL.Path, "route", path,
+				"status", status, "duration", time.Since(start), "principal", principal.Name}
+			if sc := span.SpanContext(); sc.IsValid() {
+				args = append(args, "trace_id", sc.TraceID().String())
+			}
+			s.log.Log(ctx, lvl, "api request", args...)
 		}()
 
 		p, aerr := s.auth.authorize(r, role)
