@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/hostd-dev/hostd/host"
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/internal/wasmtest"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
 var vchannels = []string{"bench/0", "bench/1", "bench/2", "bench/3"}
@@ -203,8 +205,19 @@ func TestReport(t *testing.T) {
 		return err
 	}
 	inproc := map[int]result{}
+	st, _ := h.Catalog().(interface{ Stats() catalog.Stats })
+	var roundsPer []string
 	for _, c := range []int{1, 16, 256} {
+		var s0 catalog.Stats
+		if st != nil {
+			s0 = st.Stats()
+		}
 		r := run(t, "in-process Submit", c, d, submit)
+		if st != nil {
+			s1 := st.Stats()
+			roundsPer = append(roundsPer, fmt.Sprintf("%d clients: %.2f catalog commit rounds (fsyncs) and %.1f commits per broadcast",
+				c, float64(s1.Rounds-s0.Rounds)/float64(r.n), float64(s1.Writers-s0.Writers)/float64(r.n)))
+		}
 		inproc[c] = r
 		rows = append(rows, r)
 	}
@@ -235,14 +248,10 @@ func TestReport(t *testing.T) {
 		fmt.Fprintf(&b, "%-40s %7d %10.0f %10s %10s %12s %10.2f\n", r.name, r.clients, r.rate(),
 			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), (r.cpu / time.Duration(r.n)).Round(time.Microsecond), r.rate()/fsRate)
 	}
-	st := statsOf(h)
-	fmt.Fprintf(&b, "\ntargets: in-process@256 %.2f broadcasts per raw fsync (target ≥ 5); HTTP@64 %.2f× minimal handler (target ≥ 0.3); "+
+	fmt.Fprintf(&b, "\nin-process: %s\n", strings.Join(roundsPer, "; "))
+	fmt.Fprintf(&b, "targets: in-process@256 %.2f broadcasts per raw fsync (target ≥ 5); HTTP@64 %.2f× minimal handler (target ≥ 0.3); "+
 		"p50@1 client %.2f raw fsync latencies (target ≤ 3)\n%s",
-		inproc[256].rate()/fsRate, httpRes[64].rate()/mh.rate(), float64(inproc[1].p50)/float64(fs.p50), st)
+		inproc[256].rate()/fsRate, httpRes[64].rate()/mh.rate(), float64(inproc[1].p50)/float64(fs.p50),
+		fmt.Sprintf("tasks: %v", h.Broadcast().Counts()))
 	t.Log(b.String())
-}
-
-func statsOf(h *host.Host) string {
-	type statser interface{ Stats() any }
-	return fmt.Sprintf("tasks: %v", h.Broadcast().Counts())
 }
