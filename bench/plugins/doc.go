@@ -19,6 +19,9 @@
 // that an endless loop can be stopped).
 //
 // Each row is the best of three measurements (the machine may be shared).
-// The hostd-no-kv rows skip the result's KV write, isolating its cost.
+// The hostd-no-kv rows skip the result's KV write, isolating its cost; the
+// hostd-empty-handler rows call a handler that does nothing (a guest
+// written against the ABI without the SDK, testdata/abidirect), the fixed
+// cost of a call through hostd's runtime.
 // `go test -bench . ./plugins` runs the hostd rows as ordinary benchmarks.
 package pluginbench

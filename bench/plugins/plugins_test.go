@@ -48,13 +48,17 @@ func newRuntime(tb testing.TB) *wasm.Runtime {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	direct, err := wasmtest.BuildErr("testdata/abidirect")
+	if err != nil {
+		tb.Fatal(err)
+	}
 	store, err := catalog.Open(catalog.DefaultOptions(filepath.Join(tb.TempDir(), "catalog")))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { store.Close() })
 	rt, err := wasm.New(context.Background(), wasm.Config{
-		Plugins:  []wasm.Spec{{Name: "ackbench", Path: path}},
+		Plugins:  []wasm.Spec{{Name: "ackbench", Path: path}, {Name: "abidirect", Path: direct}},
 		CacheDir: wasmtest.CacheDir(),
 		Store:    store,
 		Defaults: wasm.Limits{PoolSize: 1},
@@ -115,7 +119,12 @@ func benchHostd(rt *wasm.Runtime, p []byte) func(*testing.B) {
 }
 
 func benchHostdParse(rt *wasm.Runtime, p []byte) func(*testing.B) {
-	msg := &abi.Message{ID: 1, Type: "BenchParse", Payload: p, Attempt: 1}
+	return benchHostdType(rt, "BenchParse", p)
+}
+
+// benchHostdType calls the ack callback of typ and ignores its result.
+func benchHostdType(rt *wasm.Runtime, typ string, p []byte) func(*testing.B) {
+	msg := &abi.Message{ID: 1, Type: typ, Payload: p, Attempt: 1}
 	return func(b *testing.B) {
 		b.SetBytes(int64(len(p)))
 		b.ReportAllocs()
@@ -134,6 +143,8 @@ func BenchmarkAck(b *testing.B) {
 		b.Run("native/"+s.name, benchNative(p))
 		b.Run("hostd/"+s.name, benchHostd(rt, p))
 		b.Run("hostd-no-kv/"+s.name, benchHostdParse(rt, p))
+		b.Run("hostd-abi-direct/"+s.name, benchHostdType(rt, "BenchDirect", p))
+		b.Run("hostd-empty/"+s.name, benchHostdType(rt, "BenchEmpty", p))
 	}
 }
 
@@ -190,10 +201,11 @@ func TestPluginCallTable(t *testing.T) {
 			stop()
 		}
 		noKV := minNs(benchHostdParse(rt, p))
+		empty := minNs(benchHostdType(rt, "BenchEmpty", p))
 		raw := minNs(benchRaw(plain, p))
 		rawClose := minNs(benchRaw(closing, p))
 		rows = append(rows, row{"native", s.name, native, native}, row{"hostd", s.name, hostd, native},
-			row{"hostd-no-kv", s.name, noKV, native},
+			row{"hostd-no-kv", s.name, noKV, native}, row{"hostd-empty-handler", s.name, empty, native},
 			row{"wazero-raw", s.name, raw, native}, row{"wazero-raw+close-on-ctx-done", s.name, rawClose, native})
 	}
 
@@ -225,7 +237,7 @@ func TestPluginCallTable(t *testing.T) {
 	fmt.Fprintf(&b, "\n| variant | payload | ns/call (best of 3) | × native (same process) | extism ÷ hostd |\n|---|---|---:|---:|---:|\n")
 	for _, s := range sizes {
 		h := byKey["hostd/"+s.name]
-		for _, v := range []string{"native", "hostd", "hostd-no-kv", "wazero-raw", "wazero-raw+close-on-ctx-done", "extism", "extism+close-on-ctx-done"} {
+		for _, v := range []string{"native", "hostd", "hostd-no-kv", "hostd-empty-handler", "wazero-raw", "wazero-raw+close-on-ctx-done", "extism", "extism+close-on-ctx-done"} {
 			r, ok := byKey[v+"/"+s.name]
 			if !ok {
 				t.Fatalf("missing row %s/%s", v, s.name)
