@@ -5,10 +5,14 @@
 // alternating rounds in one run so machine noise hits both alike, and
 // reports the throughput ratio. The target (issue 7) is at most 10% loss.
 //
-//	cd bench && go test ./tracing -run XXX -bench . -benchtime 1s -count 1
+//	cd bench && go test ./tracing -run XXX -bench AB -benchtime 1x   # the A/B ratio
+//	cd bench && go test ./tracing -run XXX -bench . -benchtime 1s    # everything
 //
-// BenchmarkBroadcastTracing prints broadcasts/s per exporter and the ratio
-// file/none at the end; BenchmarkSpanExport measures one span start+end
+// BenchmarkBroadcastTracingAB runs both daemons at the same time (so the
+// rest of the machine's load falls on both alike) and reports file/none of
+// completed broadcasts — the number to read on a shared machine.
+// BenchmarkBroadcastTracing runs them in alternating rounds and prints
+// broadcasts/s and process CPU per broadcast for each, and the ratios; BenchmarkSpanExport measures one span start+end
 // through the file exporter against a recorder-less provider (the raw cost
 // per span). A broadcast makes about six spans (request, create, a send per
 // vchannel, process broadcast).

@@ -185,3 +185,68 @@ func BenchmarkSpanExport(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBroadcastTracingAB runs two daemons at the same time — exporter
+// none and file, `clients` clients each — for a fixed window per round, so
+// the load of everything else on the machine falls on both alike (the
+// sequential rounds of BenchmarkBroadcastTracing are at its mercy). It
+// reports the completed broadcasts of each and the ratio file/none.
+func BenchmarkBroadcastTracingAB(b *testing.B) {
+	const window = 3 * time.Second
+	cn, _ := startHostd(b, "none")
+	cf, _ := startHostd(b, "file")
+	var none, file int64
+	var ratios []float64
+	for round := 0; round < b.N || round < rounds; round++ {
+		ctx, cancel := context.WithTimeout(context.Background(), window)
+		var wg sync.WaitGroup
+		var n, f atomic.Int64
+		var failed atomic.Value
+		for _, side := range []struct {
+			c     *client.Client
+			count *atomic.Int64
+		}{{cn, &n}, {cf, &f}} {
+			for w := range clients {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						res, err := side.c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: "x",
+							VChannels:    vchannels,
+							ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", w), Mode: "exclusive"}}})
+						if ctx.Err() != nil {
+							return
+						}
+						if err != nil {
+							failed.Store(err)
+							return
+						}
+						if res.State == "TOMBSTONE" {
+							side.count.Add(1)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		cancel()
+		if err, _ := failed.Load().(error); err != nil {
+			b.Fatal(err)
+		}
+		none += n.Load()
+		file += f.Load()
+		ratios = append(ratios, float64(f.Load())/float64(max(n.Load(), 1)))
+	}
+	b.ReportMetric(float64(none)/float64(len(ratios))/window.Seconds(), "none-broadcasts/s")
+	b.ReportMetric(float64(file)/float64(len(ratios))/window.Seconds(), "file-broadcasts/s")
+	b.ReportMetric(float64(file)/float64(max(none, 1)), "file/none")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("\nA/B at the same time, %d clients each, %d rounds of %v: none %d, file %d broadcasts; file/none = %.3f (rounds %v)\n\n",
+		clients, len(ratios), window, none, file, float64(file)/float64(max(none, 1)), fmtRates100(ratios))
+}
+
+func fmtRates100(xs []float64) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = fmt.Sprintf("%.3f", x)
+	}
+	return out
+}
