@@ -7,6 +7,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"go/format"
 	"io"
 	"os"
 	"os/exec"
@@ -147,6 +148,12 @@ func New(o Options) (string, error) {
 			return "", err
 		}
 		out[i] = buf.Bytes()
+		if strings.HasSuffix(f.out, ".go") {
+			// Generated code is gofmt-clean whatever the template's spacing.
+			if out[i], err = format.Source(out[i]); err != nil {
+				return "", fmt.Errorf("scaffold: template %s: %w", f.tmpl, err)
+			}
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err

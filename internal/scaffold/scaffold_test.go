@@ -1,8 +1,10 @@
 package scaffold
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"go/format"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +78,15 @@ func TestScaffoldOutsideRepo(t *testing.T) {
 	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
 	if !strings.Contains(string(gomod), "replace github.com/hostd-dev/hostd => "+filepath.ToSlash(root)) {
 		t.Fatalf("go.mod:\n%s", gomod)
+	}
+	for _, f := range []string{"main.go", "main_test.go"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if formatted, err := format.Source(b); err != nil || !bytes.Equal(formatted, b) {
+			t.Errorf("%s is not gofmt-clean (%v)", f, err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
