@@ -92,6 +92,7 @@ type Stats struct {
 	Duplicates int // spans seen again (same trace and span id), kept once
 	Torn       int // unterminated, undecodable last lines
 	Corrupt    int // other undecodable lines
+	Vanished   int // files listed but rotated away before they were read
 }
 
 // Store holds spans indexed by trace id and broadcast id. A Store is built
@@ -146,6 +147,13 @@ func LoadDir(dir string) (*Store, error) {
 	st := New()
 	for _, n := range names {
 		if err := st.AddFile(filepath.Join(dir, n)); err != nil {
+			// A running daemon may rotate files away between the listing
+			// and the open; what moved is read under its new name or is
+			// gone with the oldest file.
+			if errors.Is(err, os.ErrNotExist) {
+				st.stats.Vanished++
+				continue
+			}
 			return nil, err
 		}
 	}

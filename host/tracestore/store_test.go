@@ -5,19 +5,25 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/host/telemetry"
 	"github.com/hostd-dev/hostd/host/tracestore"
 )
 
@@ -283,4 +289,50 @@ func TestBuildTreeCycle(t *testing.T) {
 	if err := tracestore.Render(io.Discard, st, ids[0], tracestore.RenderOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Reading the files of a running daemon: while spans are being written (and
+// rotated), loads never fail, never see a corrupt line, and at most the
+// last line of a file is torn (a write in progress).
+func TestLoadWhileWriting(t *testing.T) {
+	data := t.TempDir()
+	dir := filepath.Join(data, tracestore.DirName)
+	exp, err := telemetry.NewFileExporter(telemetry.FileExporterConfig{Dir: dir, MaxSize: 32 << 10, MaxFiles: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(telemetry.NewFileSpanProcessor(exp, nil)))
+	defer tp.Shutdown(context.Background())
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			tr := tp.Tracer("w")
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, s := tr.Start(context.Background(), fmt.Sprintf("op-%d-%d", g, i),
+					trace.WithAttributes(attribute.String("hostd.broadcast.id", fmt.Sprint(i%7))))
+				s.End()
+			}
+		})
+	}
+	for range 30 {
+		st, err := tracestore.LoadDataDir(data)
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatal(err)
+		}
+		if s := st.Stats(); s.Corrupt != 0 || s.Torn > s.Files {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("stats %+v, warnings %v", s, st.Warnings())
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
