@@ -454,6 +454,10 @@ func (v *version) unref() {
 
 // call runs one handler on one instance.
 func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32, input func([]byte) []byte, kv *kvSession, span trace.Span) (out []byte, err error) {
+	if err := ctx.Err(); err != nil {
+		// Calling with a dead context would only get the instance closed.
+		return nil, &PluginError{Plugin: v.name, Handler: kind.String(), Name: name, Kind: KindCanceled, Message: err.Error()}
+	}
 	inst, err := v.acquire(ctx)
 	if err != nil {
 		if pe, ok := err.(*PluginError); ok {
@@ -486,24 +490,26 @@ func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32
 		return nil, pe
 	}
 	code := abi.Code(api.DecodeI32(inst.stack[0]))
-	perr := &PluginError{Plugin: v.name, Handler: kind.String(), Name: name}
+	var kindOf ErrorKind
+	var msg string
 	switch {
 	case cs.outErr != "":
-		perr.Kind, perr.Message = KindBadOutput, cs.outErr
+		kindOf, msg = KindBadOutput, cs.outErr
 	case code == abi.CodeOK:
-		out = append([]byte(nil), cs.output...)
-		perr = nil
+		if len(cs.output) > 0 {
+			out = append([]byte(nil), cs.output...)
+		}
 	case code == abi.CodeRetryable:
-		perr.Kind, perr.Message = KindRetryable, nonEmpty(cs.errMsg, "handler failed without a message")
+		kindOf, msg = KindRetryable, nonEmpty(cs.errMsg, "handler failed without a message")
 	case code == abi.CodePermanent:
-		perr.Kind, perr.Message = KindPermanent, nonEmpty(cs.errMsg, "handler failed without a message")
+		kindOf, msg = KindPermanent, nonEmpty(cs.errMsg, "handler failed without a message")
 	default:
-		perr.Kind, perr.Message = KindBadOutput, fmt.Sprintf("handle returned unknown result code %d", code)
+		kindOf, msg = KindBadOutput, fmt.Sprintf("handle returned unknown result code %d", code)
 	}
 	cs.kv, cs.span = nil, nil
 	v.release(inst)
-	if perr != nil {
-		return nil, perr
+	if kindOf != "" {
+		return nil, &PluginError{Plugin: v.name, Handler: kind.String(), Name: name, Kind: kindOf, Message: msg}
 	}
 	return out, nil
 }
