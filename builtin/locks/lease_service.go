@@ -580,6 +580,12 @@ func (s *Service) CheckFence(key abi.ResourceKey, fence uint64) error {
 	return err
 }
 
+// readOp records a read-only operation without context (no span: the
+// caller's span, e.g. the API request's, covers it).
+func (s *Service) readOp(op string, start time.Time, err error) {
+	s.m.op(context.Background(), op, ErrorCode(err), s.opts.Clock.Now().Sub(start))
+}
+
 // FenceCheck is CheckFence for fenced catalog writes: it returns a
 // catalog.Check to add to the write's Batch. The check holds exactly while
 // the grant's record is unchanged, and the record is deleted before a key
@@ -591,7 +597,8 @@ func (s *Service) CheckFence(key abi.ResourceKey, fence uint64) error {
 //	if err != nil { return err } // stale already
 //	b := &catalog.Batch{Checks: []catalog.Check{chk}, Ops: ops}
 //	_, err = store.Commit(ctx, b) // ErrConflict: fence went stale meanwhile
-func (s *Service) FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+func (s *Service) FenceCheck(key abi.ResourceKey, fence uint64) (_ catalog.Check, err error) {
+	defer func(start time.Time) { s.readOp("check_fence", start, err) }(s.opts.Clock.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.t.keys[keyID{key.Domain, key.Key}]; st != nil {
@@ -705,12 +712,14 @@ func (s *Service) forceRelease(ctx context.Context, key abi.ResourceKey, grantID
 }
 
 // Audit returns audit records with id > after, oldest first, at most limit.
-func (s *Service) Audit(ctx context.Context, after uint64, limit int) ([]AuditRecord, error) {
+func (s *Service) Audit(ctx context.Context, after uint64, limit int) (_ []AuditRecord, err error) {
+	ctx, span := s.tracer.Start(ctx, "locks.audit")
+	defer func(start time.Time) { s.end(ctx, span, "audit", start, err) }(s.opts.Clock.Now())
 	if limit <= 0 {
 		limit = 100
 	}
 	var out []AuditRecord
-	err := s.store.View(ctx, func(r catalog.Reader) error {
+	err = s.store.View(ctx, func(r catalog.Reader) error {
 		return r.Scan(auditKey(after+1), []byte(auditPrefix+"~"), func(kv catalog.KV) error {
 			var a AuditRecord
 			if err := json.Unmarshal(kv.Value, &a); err != nil {
@@ -729,6 +738,7 @@ func (s *Service) Audit(ctx context.Context, after uint64, limit int) ([]AuditRe
 // List returns live grants with id (fence) > after, by fence, at most
 // limit (default 100). Tokens are never included.
 func (s *Service) List(after uint64, limit int) []GrantView {
+	defer func(start time.Time) { s.readOp("list", start, nil) }(s.opts.Clock.Now())
 	if limit <= 0 {
 		limit = 100
 	}
@@ -753,7 +763,8 @@ func (s *Service) List(after uint64, limit int) []GrantView {
 }
 
 // Get returns one live grant (no token) or ErrNotFound.
-func (s *Service) Get(id string) (GrantView, error) {
+func (s *Service) Get(id string) (_ GrantView, err error) {
+	defer func(start time.Time) { s.readOp("get", start, err) }(s.opts.Clock.Now())
 	fence, ok := parseGrantID(id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -765,7 +776,8 @@ func (s *Service) Get(id string) (GrantView, error) {
 
 // Inspect returns the holders (mode, fence, expiry, owner, meta) and the
 // waiters of key, never tokens. A free key has no holders and no waiters.
-func (s *Service) Inspect(key abi.ResourceKey) (KeyView, error) {
+func (s *Service) Inspect(key abi.ResourceKey) (_ KeyView, err error) {
+	defer func(start time.Time) { s.readOp("inspect", start, err) }(s.opts.Clock.Now())
 	if err := validateKey(0, abi.ResourceKey{Domain: key.Domain, Key: key.Key}); err != nil {
 		return KeyView{}, err
 	}
