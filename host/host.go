@@ -247,6 +247,12 @@ func (h *Host) Start(ctx context.Context) error {
 	h.state = stateStarted
 	comps := slices.Clone(h.comps)
 	h.mu.Unlock()
+	// Bind first: a busy port or a bad certificate fails before any
+	// component spends time on recovery.
+	if err := h.api.Listen(); err != nil {
+		h.stopComponents(context.WithoutCancel(ctx))
+		return err
+	}
 	for _, c := range comps {
 		if c.start != nil {
 			if err := c.start(ctx); err != nil {

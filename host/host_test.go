@@ -286,3 +286,27 @@ log:
 		t.Fatalf("data dir from the file not used: %v", err)
 	}
 }
+
+// TestBusyPortFailsBeforeComponents: the listen address is bound before
+// any component starts, so a busy port costs no recovery work.
+func TestBusyPortFailsBeforeComponents(t *testing.T) {
+	first := startHost(t, testConfig(t))
+	cfg := testConfig(t)
+	cfg.API.Listen = first.API().Addr().String()
+	h, err := Open(context.Background(), cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := false
+	h.AddComponent("probe", func(context.Context) error { started = true; return nil }, nil)
+	err = h.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), cfg.API.Listen) {
+		t.Fatalf("Start on a busy port: %v", err)
+	}
+	if started {
+		t.Fatal("a component started although the port was busy")
+	}
+	if err := h.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

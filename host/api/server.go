@@ -267,17 +267,15 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 	WriteError(w, NotFound("no route %s %s", r.Method, r.URL.Path))
 }
 
-// Start binds the listen address and serves in the background. It returns
-// once the socket is bound (so Addr is valid), or the bind error.
-func (s *Server) Start() error {
+// Listen binds the listen address (and loads the TLS certificate) without
+// serving yet, so that a busy port or a bad certificate fails before
+// anything else starts. Start calls it if it has not been called.
+func (s *Server) Listen() error {
 	s.mu.Lock()
-	if s.started {
-		s.mu.Unlock()
-		return errors.New("api: server already started")
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		return nil
 	}
-	s.started = true
-	s.mu.Unlock()
-
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("api: listen on %s: %w", s.opts.Listen, err)
@@ -290,9 +288,28 @@ func (s *Server) Start() error {
 		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
-	s.mu.Lock()
 	s.ln = ln
+	return nil
+}
+
+// Start binds the listen address (unless Listen did) and serves in the
+// background. It returns once the socket is bound (so Addr is valid), or
+// the bind error. No route may be added after Start.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("api: server already started")
+	}
+	s.started = true
 	s.mu.Unlock()
+
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	ln := s.ln
+	s.mu.RUnlock()
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
@@ -340,6 +357,13 @@ func (s *Server) URL() string {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.closing.Store(true)
 	if s.srv == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.ln != nil { // bound by Listen but never served
+			err := s.ln.Close()
+			s.ln = nil
+			return err
+		}
 		return nil
 	}
 	err := s.srv.Shutdown(ctx)
