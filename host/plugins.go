@@ -40,7 +40,12 @@ func openPlugins(ctx context.Context, h *Host) error {
 	}
 	if !data.InMemory {
 		if cfg.Dir == "" {
+			// The default directory is created, so operators can drop
+			// plugins into it.
 			cfg.Dir = filepath.Join(data.Dir, "plugins")
+			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+				return err
+			}
 		}
 		cfg.CacheDir = filepath.Join(data.Dir, "wasm-cache")
 		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
