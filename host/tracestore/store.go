@@ -98,13 +98,12 @@ type Stats struct {
 // Store holds spans indexed by trace id and broadcast id. A Store is built
 // by one goroutine (the loaders) and is then safe for concurrent reads.
 type Store struct {
-	spans     []*Span
-	byTrace   map[pcommon.TraceID][]*Span
-	bySpan    map[spanKey]*Span
-	byBcast   map[string][]pcommon.TraceID
-	warnings  []Warning
-	stats     Stats
-	unmarshal ptrace.JSONUnmarshaler
+	spans    []*Span
+	byTrace  map[pcommon.TraceID][]*Span
+	bySpan   map[spanKey]*Span
+	byBcast  map[string][]pcommon.TraceID
+	warnings []Warning
+	stats    Stats
 }
 
 type spanKey struct {
