@@ -311,3 +311,24 @@ func TestRecoveredTaskWithoutPlugin(t *testing.T) {
 	src.set("ext", Noop{})
 	v.waitState(r.ID, StateTombstone)
 }
+
+// A callback whose writes cannot be committed atomically fails the task
+// (permanent), instead of retrying forever.
+func TestCallbackWritesTooLarge(t *testing.T) {
+	big := make([]byte, 1<<20+1) // over the catalog's max_value_size
+	v := newEnv(t, nil, nil, func(e *Engine) {
+		e.Register("huge", fnHandler{ack: func(context.Context, *AckCall) (AckResult, error) {
+			var ops []catalog.Op
+			for i := 0; i < 1; i++ {
+				ops = append(ops, catalog.Op{Key: []byte(fmt.Sprintf("%stest/big/%d", catalog.NSPluginKV, i)), Value: big})
+			}
+			return AckResult{Ops: ops}, nil
+		}}, TypeOptions{})
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := v.e.Submit(ctx, &Request{Message: Message{Type: "huge"}})
+	if err != nil || r.State != StateFailed || !strings.Contains(r.Error, "too large") {
+		t.Fatalf("%+v %v", r, err)
+	}
+}

@@ -849,6 +849,12 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, catalog.ErrTooLarge) {
+				// The callback's writes cannot be committed atomically:
+				// retrying the same callback cannot help.
+				e.callbackFailed(ctx, t, attempt, Permanent(fmt.Errorf("commit callback writes: %w", err)))
+				return
+			}
 			retries++
 			e.log.Warn("tombstone commit failed; re-running callback", "id", rec.ID, "err", err)
 			select {
