@@ -849,9 +849,9 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 			if ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, catalog.ErrTooLarge) {
-				// The callback's writes cannot be committed atomically:
-				// retrying the same callback cannot help.
+			if errors.Is(err, catalog.ErrTooLarge) || errors.Is(err, catalog.ErrInvalid) {
+				// The callback's writes cannot be committed (too large for
+				// one atomic commit, or malformed): retrying cannot help.
 				e.callbackFailed(ctx, t, attempt, Permanent(fmt.Errorf("commit callback writes: %w", err)))
 				return
 			}
