@@ -105,8 +105,10 @@
 // # Locking
 //
 // Engine.mu guards the task table and the idempotency index; task.mu guards
-// one task's in-memory state. Order: Engine.mu before task.mu. No lock is
-// held across a catalog Commit, a Channels call or a handler call.
+// one task's in-memory state; Engine.gcMu serializes GC with admin retries
+// (so a task is never deleted while it becomes PENDING again). Order:
+// gcMu, then Engine.mu, then task.mu. Only gcMu is held across a catalog
+// Commit; no lock is held across a Channels call or a handler call.
 //
 // # Tracing
 //
