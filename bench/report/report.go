@@ -209,3 +209,36 @@ func num(x float64) string {
 		return strconv.FormatFloat(x, 'g', 3, 64)
 	}
 }
+
+var (
+	noise     = regexp.MustCompile(`^(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP)|PASS$|ok\s|goos:|goarch:|pkg:|cpu:|Benchmark\S+\s+\d+\s)`)
+	logPrefix = regexp.MustCompile(`^\s*\S+_test\.go:\d+: ?`)
+)
+
+// Narrative returns what a `go test -v` run printed besides test
+// bookkeeping and benchmark result lines (tables and notes of benchmarks
+// that print their own), with "file_test.go:NN:" prefixes removed.
+func Narrative(out string) string {
+	var keep []string
+	for _, line := range strings.Split(out, "\n") {
+		if strings.TrimSpace(line) == "" || noise.MatchString(strings.TrimSpace(line)) {
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(line), "Benchmark") && !strings.Contains(line, " ") {
+			continue // a benchmark name line before its result
+		}
+		keep = append(keep, strings.TrimRight(logPrefix.ReplaceAllString(line, ""), " \t"))
+	}
+	// Remove the indentation common to every kept line.
+	indent := -1
+	for _, l := range keep {
+		n := len(l) - len(strings.TrimLeft(l, " \t"))
+		if indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i := range keep {
+		keep[i] = keep[i][max(indent, 0):]
+	}
+	return strings.Join(keep, "\n")
+}

@@ -43,3 +43,12 @@ func TestEmitReadRender(t *testing.T) {
 		t.Fatalf("bad line: %v", err)
 	}
 }
+
+func TestNarrative(t *testing.T) {
+	out := "=== RUN   TestReport\n    report_test.go:59: raw fsync c=1: 785 ops/s\n    report_test.go:60: | a | b |\n--- PASS: TestReport (7.36s)\ngoos: linux\nBenchmarkX-2   \t  10\t  5 ns/op\n  run   pairs/s\nPASS\nok  \tpkg\t1s\n"
+	got := Narrative(out)
+	want := "raw fsync c=1: 785 ops/s\n| a | b |\n  run   pairs/s"
+	if got != want {
+		t.Fatalf("Narrative = %q, want %q", got, want)
+	}
+}

@@ -77,10 +77,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var logBuf bytes.Buffer
 	var benchRows []report.Row
 	var failures []string
+	var narratives [][2]string
 	start := time.Now()
 	for _, p := range pkgs {
 		fmt.Fprintf(stderr, "== %s\n", p)
-		cmd := exec.Command("go", "test", "-count=1", "-run", "Report|Table", "-bench", ".", "-benchtime", benchtime,
+		cmd := exec.Command("go", "test", "-v", "-count=1", "-run", "Report|Table", "-bench", ".", "-benchtime", benchtime,
 			"-timeout", timeout.String(), p)
 		cmd.Env = env
 		var o bytes.Buffer
@@ -89,6 +90,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err := cmd.Run()
 		fmt.Fprintf(&logBuf, "== go test %s\n%s\n", p, o.String())
 		benchRows = append(benchRows, report.ParseBench(path.Base(p), o.String())...)
+		if txt := report.Narrative(o.String()); txt != "" {
+			narratives = append(narratives, [2]string{p, txt})
+		}
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v (see results/latest.log)", p, err))
 		}
@@ -112,6 +116,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(start).Round(time.Second))
 	fmt.Fprintf(&md, "Every baseline was measured in the same run on the same machine; ratio = figure / baseline.\n\n")
 	report.Render(&md, rows)
+	if len(narratives) > 0 {
+		fmt.Fprintf(&md, "\n## What each package printed (its own tables, baselines and notes, same run)\n")
+		for _, n := range narratives {
+			fmt.Fprintf(&md, "\n### %s\n\n```\n%s\n```\n", n[0], n[1])
+		}
+	}
 	if len(failures) > 0 {
 		fmt.Fprintf(&md, "\n## Failures\n\n")
 		for _, f := range failures {
