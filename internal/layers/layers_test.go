@@ -43,6 +43,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		"plugins/p -> github.com/google/go-cmp/cmp",
 		"runtime/catalog -> example.com/bad/runtime/wal",
 		"runtime/sched -> go.opentelemetry.io/otel/exporters/prometheus",
+		"examples/demo/plugin -> example.com/bad/runtime/catalog",
 	}
 	for _, w := range want {
 		if !got[w] {

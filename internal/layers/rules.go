@@ -205,7 +205,10 @@ func Check(root string) ([]Violation, error) {
 	if module == "" {
 		return nil, fmt.Errorf("layers: no module line in %s/go.mod", root)
 	}
-	var out []Violation
+	type imp struct {
+		file, path string
+	}
+	pkgs := map[string][]imp{} // package -> its imports
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -239,16 +242,51 @@ func Check(root string) ([]Violation, error) {
 		if pkg == "." {
 			pkg = ""
 		}
+		if _, ok := pkgs[pkg]; !ok {
+			pkgs[pkg] = nil
+		}
 		for _, is := range f.Imports {
-			imp, _ := strconv.Unquote(is.Path.Value)
-			if why := checkImport(module, pkg, imp); why != "" {
-				out = append(out, Violation{File: rel, Pkg: pkg, Import: imp, Rule: why})
-			}
+			ip, _ := strconv.Unquote(is.Path.Value)
+			pkgs[pkg] = append(pkgs[pkg], imp{file: rel, path: ip})
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Violation
+	for pkg, imps := range pkgs {
+		guest := false // an examples/ package importing the SDK is guest code
+		if strings.HasPrefix(pkg, "examples/") {
+			for _, i := range imps {
+				if i.path == module+"/sdk" || strings.HasPrefix(i.path, module+"/sdk/") {
+					guest = true
+				}
+			}
+		}
+		for _, i := range imps {
+			why := checkImport(module, pkg, i.path)
+			if why == "" && guest {
+				why = checkGuest(module, i.path, "guest code in examples/ (it imports the SDK)")
+			}
+			if why != "" {
+				out = append(out, Violation{File: i.file, Pkg: pkg, Import: i.path, Rule: why})
+			}
+		}
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, err
+	return out, nil
+}
+
+// checkGuest allows only the standard library and sdk/... .
+func checkGuest(module, imp, who string) string {
+	if !strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+		return ""
+	}
+	if imp == module+"/sdk" || strings.HasPrefix(imp, module+"/sdk/") {
+		return ""
+	}
+	return who + " may import only the standard library and sdk/..."
 }
 
 // isIgnored skips files excluded from every build (//go:build ignore).

@@ -1,0 +1,6 @@
+package main
+
+import (
+	_ "example.com/bad/runtime/catalog"
+	_ "example.com/bad/sdk"
+)
