@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -61,7 +62,7 @@ See docs/config.md. With no configuration at all hostd listens on
 			return h.Run(ctx)
 		},
 	}
-	cmd.Flags().StringVarP(&file, "config", "c", "", "YAML config file (optional)")
+	cmd.Flags().StringVarP(&file, "config", "c", os.Getenv("HOSTD_CONFIG"), "YAML config file (optional; env HOSTD_CONFIG)")
 	for i, f := range serveFlags {
 		cmd.Flags().StringVar(&vals[i], f.flag, "", f.usage)
 	}
