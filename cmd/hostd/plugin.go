@@ -154,6 +154,9 @@ func newPluginKVCmd(g *globals) *cobra.Command {
 		Example: "  hostd plugin kv scan collections --prefix coll/",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 {
+				return withCode(exitUsage, fmt.Errorf("invalid argument %d for --limit: must be >= 1", limit))
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
