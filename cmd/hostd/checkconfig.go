@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -37,7 +38,7 @@ reported at once with its key path; the exit code is 3 when there are any.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&file, "config", "c", "", "YAML config file to check")
+	cmd.Flags().StringVarP(&file, "config", "c", os.Getenv("HOSTD_CONFIG"), "YAML config file to check (env HOSTD_CONFIG)")
 	return cmd
 }
 
