@@ -3,7 +3,9 @@ package wasm
 import (
 	"bytes"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
@@ -19,14 +21,18 @@ func BenchmarkAck(b *testing.B) {
 		name := map[int]string{256: "256B", 64 << 10: "64KiB"}[size]
 		b.Run("wasm/"+name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
 				if _, err := r.Ack(bg, m); err != nil {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 		})
 		b.Run("native/"+name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := startCPU()
+			defer cpu.report(b)
 			var buf []byte
 			for b.Loop() {
 				buf = abi.AppendMessage(buf[:0], m)
@@ -40,4 +46,20 @@ func BenchmarkAck(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuMeter reports the process's CPU time (user+system) per operation:
+// on a shared, overloaded machine it is steadier than wall time.
+type cpuMeter struct{ start time.Duration }
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func startCPU() cpuMeter { return cpuMeter{cpuTime()} }
+
+func (c cpuMeter) report(b *testing.B) {
+	b.ReportMetric(float64(cpuTime()-c.start)/float64(b.N), "cpu-ns/op")
 }
