@@ -145,7 +145,7 @@ type traceSummary struct {
 func newTraceLsCmd(g *globals) *cobra.Command {
 	var tf traceFlags
 	var limit int
-	var broadcast string
+	var broadcast, root string
 	var errorsOnly bool
 	cmd := &cobra.Command{
 		Use:   "ls",
@@ -164,6 +164,9 @@ root span name, duration, span count, error flag and broadcast id(s).`,
 					continue
 				}
 				if broadcast != "" && !slices.Contains(s.BroadcastIDs, broadcast) {
+					continue
+				}
+				if root != "" && !strings.Contains(s.Root, root) {
 					continue
 				}
 				sums = append(sums, s)
@@ -189,6 +192,7 @@ root span name, duration, span count, error flag and broadcast id(s).`,
 	cmd.Flags().IntVarP(&limit, "limit", "n", 20, "show at most this many traces (0 = all)")
 	cmd.Flags().StringVar(&broadcast, "broadcast", "", "only traces of this broadcast id")
 	cmd.Flags().BoolVar(&errorsOnly, "errors", false, "only traces with an error span")
+	cmd.Flags().StringVar(&root, "root", "", "only traces whose root span name contains this (e.g. \"POST /v1/broadcasts\")")
 	return cmd
 }
 

@@ -114,6 +114,11 @@ func TestTraceShowLsOnDataDir(t *testing.T) {
 		t.Fatalf("ls --errors:\n%s", out)
 	}
 
+	out, _, _ = runCmd(t, "trace", "ls", "--data-dir", data, "--root", "POST /v1/")
+	if !strings.Contains(out, tid) || strings.Contains(out, "lock acquire") {
+		t.Fatalf("ls --root:\n%s", out)
+	}
+
 	_, stderr, code = runCmd(t, "trace", "show", "99", "--data-dir", data)
 	if code != exitError || !strings.Contains(stderr, "neither a stored trace id nor a broadcast id") {
 		t.Fatalf("unknown id: code %d %q", code, stderr)
