@@ -422,7 +422,7 @@ func TestKeyLockerHammer(t *testing.T) {
 	l := NewKeyLocker(KeyLockerOptions{})
 	sw := newShadow()
 	const goroutines = 16
-	loops := 2000
+	loops := 800
 	if testing.Short() {
 		loops = 300
 	}

@@ -196,7 +196,7 @@ func TestLeaseScenario3MultiKeyAllOrNothing(t *testing.T) {
 // partial hold. 10,000 iterations with HOSTD_LONG=1.
 func TestLeaseScenario4OppositeOrder(t *testing.T) {
 	e := newLeaseEnv(t, false)
-	loops := 500
+	loops := 300
 	if os.Getenv("HOSTD_LONG") != "" {
 		loops = 10000
 	}
@@ -459,7 +459,7 @@ func TestLeaseScenario9ForceRelease(t *testing.T) {
 // catalog return to baseline. 1M keys with HOSTD_LONG=1.
 func TestLeaseScenario12ManyKeys(t *testing.T) {
 	e := newLeaseEnv(t, false)
-	n := 10000
+	n := 3000
 	if os.Getenv("HOSTD_LONG") != "" {
 		n = 1_000_000
 	}
