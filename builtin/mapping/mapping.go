@@ -326,6 +326,51 @@ func (m *Mapping) Refresh(ctx context.Context, topic string) error {
 	return err
 }
 
+// refreshQueue reloads one logic queue's record into the cache (cheaper
+// than Refresh on a large topic: appends that found their leader sealed,
+// and appends held for a remap, use it). A missing topic or queue falls
+// back to Refresh.
+func (m *Mapping) refreshQueue(ctx context.Context, topic string, id int) error {
+	var q *LogicQueue
+	err := m.store.View(ctx, func(r catalog.Reader) error {
+		v, _, err := r.Get(queueKey(topic, id))
+		if err != nil {
+			return err
+		}
+		q, err = decodeQueue(queueKey(topic, id), v)
+		return err
+	})
+	if errors.Is(err, catalog.ErrNotFound) {
+		return m.Refresh(ctx, topic)
+	}
+	if err != nil {
+		return err
+	}
+	if len(q.Segments) == 0 {
+		return &InvariantError{Topic: topic, Queue: id, Segment: -1, Reason: "no segments"}
+	}
+	m.mu.Lock()
+	c := m.topics[topic]
+	if c == nil || id >= len(c.queues) {
+		m.mu.Unlock()
+		return m.Refresh(ctx, topic)
+	}
+	old := c.queues[id]
+	nc := &cached{t: c.t, queues: append([]*LogicQueue(nil), c.queues...)}
+	nc.queues[id] = q
+	m.topics[topic] = nc
+	vc := VChannel(topic, id)
+	if h := m.holds[vc]; h != nil && q.Leader().Gen != h.gen {
+		close(h.ch)
+		delete(m.holds, vc)
+	}
+	m.mu.Unlock()
+	if old.Leader().Gen != q.Leader().Gen {
+		m.w.Changed(old.Leader().PhysicalQueue())
+	}
+	return nil
+}
+
 // queueOf returns the cached logic queue, loading the topic on a miss.
 func (m *Mapping) queueOf(ctx context.Context, topic string, id int) (*LogicQueue, error) {
 	m.mu.RLock()

@@ -73,7 +73,7 @@ func (m *Mapping) AppendOpts(ctx context.Context, vchannel string, recs []wal.Re
 func (m *Mapping) appendLeader(ctx context.Context, vchannel, topic string, id int, recs []wal.Record,
 	extra func(first uint64, ents []wal.Entry) []catalog.Op) ([]wal.Position, error) {
 	for attempt := 0; ; attempt++ {
-		if err := m.waitHold(ctx, vchannel, topic); err != nil {
+		if err := m.waitHold(ctx, vchannel, topic, id); err != nil {
 			return nil, err
 		}
 		q, err := m.queueOf(ctx, topic, id)
@@ -90,7 +90,7 @@ func (m *Mapping) appendLeader(ctx context.Context, vchannel, topic string, id i
 		}
 		ents, err := m.w.AppendWith(ctx, pq, recs, ex)
 		if (errors.Is(err, wal.ErrSealed) || errors.Is(err, wal.ErrNoQueue)) && attempt < 50 {
-			if rerr := m.Refresh(ctx, topic); rerr != nil {
+			if rerr := m.refreshQueue(ctx, topic, id); rerr != nil {
 				return nil, rerr
 			}
 			continue
@@ -109,7 +109,7 @@ func (m *Mapping) appendLeader(ctx context.Context, vchannel, topic string, id i
 }
 
 // waitHold blocks while a remap of vchannel is being committed.
-func (m *Mapping) waitHold(ctx context.Context, vchannel, topic string) error {
+func (m *Mapping) waitHold(ctx context.Context, vchannel, topic string, id int) error {
 	for {
 		m.mu.RLock()
 		h := m.holds[vchannel]
@@ -140,7 +140,7 @@ func (m *Mapping) waitHold(ctx context.Context, vchannel, topic string) error {
 		case <-time.After(wait):
 			// The remap may have been committed by the broadcast engine:
 			// Refresh releases the hold once the new leader is visible.
-			if err := m.Refresh(ctx, topic); err != nil {
+			if err := m.refreshQueue(ctx, topic, id); err != nil {
 				return err
 			}
 		case <-ctx.Done():
