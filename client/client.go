@@ -127,6 +127,9 @@ func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, c
 		return nil, fmt.Errorf("client: path %q: %w", path, err)
 	}
 	u.Path = c.base.Path + rel.Path
+	if rel.RawPath != "" { // keep escapes such as %2F inside a path segment
+		u.RawPath = c.base.EscapedPath() + rel.EscapedPath()
+	}
 	u.RawQuery = rel.RawQuery
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {

@@ -39,6 +39,8 @@ func TestDoAndErrors(t *testing.T) {
 			b, _ := io.ReadAll(r.Body)
 			w.Header().Set("Content-Type", "application/json")
 			w.Write([]byte(`{"got":` + string(b) + `,"q":"` + r.URL.Query().Get("limit") + `"}`))
+		case "/v1/kv/a/b":
+			w.Write([]byte(`"` + r.URL.EscapedPath() + `"`))
 		case "/v1/missing":
 			w.WriteHeader(404)
 			w.Write([]byte(`{"error":{"code":"not_found","message":"no such thing","details":{"id":"7"}}}`))
@@ -61,6 +63,10 @@ func TestDoAndErrors(t *testing.T) {
 	}
 	if out.Got["a"] != 1 || out.Q != "5" {
 		t.Fatalf("out %+v", out)
+	}
+	var escaped string
+	if err := c.Do(context.Background(), "GET", "/v1/kv/a%2Fb", nil, &escaped); err != nil || escaped != "/v1/kv/a%2Fb" {
+		t.Fatalf("escaped path: %q %v", escaped, err)
 	}
 	err = c.Do(context.Background(), "GET", "/v1/missing", nil, nil)
 	var ce *Error
