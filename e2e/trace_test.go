@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,6 +268,58 @@ func TestTraceAcrossRestart(t *testing.T) {
 		ls := traceCLI(t, "trace", "ls", "--data-dir", data)
 		if err := os.WriteFile(path, []byte("$ hostd trace show "+bid+"\n"+text+"\n$ hostd trace ls\n"+ls), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestTraceparentJoinsCallerTrace: a W3C traceparent on the API request
+// makes the whole broadcast part of the caller's trace, and `hostd trace
+// show <caller's trace id>` finds it with the caller's span marked as not
+// exported.
+func TestTraceparentJoinsCallerTrace(t *testing.T) {
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := writeConfig(t, dir, addr, []string{"orders/0"})
+	logPath := filepath.Join(dir, "hostd.log")
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := start(t, cfg, addr, logPath)
+	t.Cleanup(func() {
+		select {
+		case <-d.done:
+		default:
+			d.kill()
+		}
+	})
+	if !d.waitReady(t, c) {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("hostd exited:\n%s", b)
+	}
+	const tid, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/broadcasts",
+		strings.NewReader(`{"type":"noop","vchannels":["orders/0"],"payload_text":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+tid+"-"+parent+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"TOMBSTONE"`) {
+		t.Fatalf("broadcast: %d %s", resp.StatusCode, body)
+	}
+	d.stop(t)
+
+	data := filepath.Join(dir, "data")
+	out := traceCLI(t, "trace", "show", tid, "--compact", "--width", "0", "--data-dir", data)
+	for _, want := range []string{"trace " + tid, "(parent not exported) span " + parent,
+		"POST /v1/broadcasts  SERVER  (remote parent)", "create broadcast  PRODUCER", "send orders/0  CLIENT  attempt=1",
+		"send _control/0  CLIENT  attempt=1", "process broadcast  CONSUMER  attempt=1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trace show lacks %q:\n%s", want, out)
 		}
 	}
 }
