@@ -18,7 +18,9 @@
 // wazero with and without WithCloseOnContextDone (which hostd must use, so
 // that an endless loop can be stopped).
 //
-// Each row is the best of three measurements (the machine may be shared).
+// Each row is the best of three measurements of CPU time per call
+// (getrusage, all threads of the process: on a shared machine wall time
+// also counts waiting for a CPU); wall time is printed beside it.
 // The hostd-no-kv rows skip the result's KV write, isolating its cost; the
 // hostd-empty-handler rows call a handler that does nothing (a guest
 // written against the ABI without the SDK, testdata/abidirect), the fixed
