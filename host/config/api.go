@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 )
@@ -47,8 +48,12 @@ type Token struct {
 	// secret). Required.
 	Name string `koanf:"name"`
 	// Token is the secret sent as "Authorization: Bearer <token>".
-	// At least 16 characters. Required.
+	// At least 16 characters. Set Token or TokenFile.
 	Token string `koanf:"token"`
+	// TokenFile is a file holding the secret (surrounding whitespace
+	// ignored), e.g. a mounted Kubernetes secret, so the secret stays out
+	// of the config file. Load reads it into Token.
+	TokenFile string `koanf:"token_file"`
 	// Role is read, write or admin. Required.
 	Role string `koanf:"role"`
 }
@@ -67,6 +72,31 @@ func defaultAPI() API {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ShutdownTimeout:   30 * time.Second,
+	}
+}
+
+// readTokenFiles fills Token from TokenFile, reporting what cannot be read.
+func (a *API) readTokenFiles(p *problems) {
+	for i := range a.Tokens {
+		t := &a.Tokens[i]
+		if t.TokenFile == "" {
+			continue
+		}
+		key := fmt.Sprintf("api.tokens[%d]", i)
+		if t.Token != "" {
+			p.add(key, "set token or token_file, not both")
+			p.mark(key + ".token")
+			p.mark(key + ".token_file")
+			continue
+		}
+		b, err := os.ReadFile(t.TokenFile)
+		if err != nil {
+			p.add(key+".token_file", "cannot read the token: %v", err)
+			p.mark(key + ".token_file")
+			p.mark(key + ".token")
+			continue
+		}
+		t.Token = strings.TrimSpace(string(b))
 	}
 }
 
@@ -92,12 +122,17 @@ func (a *API) validate(p *problems) {
 			p.addOnce(key+".name", "duplicate token name %q", t.Name)
 		}
 		names[t.Name] = true
-		if len(t.Token) < MinTokenLength {
+		switch {
+		case t.TokenFile != "" && t.Token == "":
+			p.addOnce(key+".token_file", "%s was not read: load the config with config.Load", t.TokenFile)
+		case len(t.Token) < MinTokenLength:
 			p.addOnce(key+".token", "must be at least %d characters", MinTokenLength)
-		} else if secrets[t.Token] {
+		case secrets[t.Token]:
 			p.addOnce(key+".token", "same secret as an earlier token")
 		}
-		secrets[t.Token] = true
+		if t.Token != "" {
+			secrets[t.Token] = true
+		}
 		p.oneOf(key+".role", t.Role, Roles...)
 	}
 	positive(p, "api.request_timeout", a.RequestTimeout)

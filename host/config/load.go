@@ -68,6 +68,7 @@ func Load(src Source) (*Config, error) {
 	cfg := Default()
 	checkKeys(&p, "", k.Raw(), reflect.TypeOf(cfg), envNames)
 	decode(&p, k, &cfg)
+	cfg.API.readTokenFiles(&p)
 	cfg.validate(&p)
 	if err := p.err(); err != nil {
 		return nil, err

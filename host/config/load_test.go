@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -251,5 +252,32 @@ func TestByteSize(t *testing.T) {
 	}
 	if s := ByteSize(4 << 20).String(); s != "4MiB" {
 		t.Errorf("String = %s", s)
+	}
+}
+
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("  file-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := writeFile(t, fmt.Sprintf("api:\n  listen: 0.0.0.0:7070\n  tokens:\n    - {name: ops, token_file: %s, role: admin}\n", secret))
+	cfg, err := Load(Source{File: f, Env: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.API.Tokens[0].Token != "file-secret-0123456789" {
+		t.Fatalf("token %q", cfg.API.Tokens[0].Token)
+	}
+	f = writeFile(t, fmt.Sprintf(`
+api:
+  tokens:
+    - {name: a, token_file: %s, role: read}
+    - {name: b, token_file: %s, token: inline-secret-0123456789, role: read}
+`, filepath.Join(dir, "missing"), secret))
+	_, err = Load(Source{File: f, Env: []string{}})
+	want := []string{"api.tokens[0].token_file", "api.tokens[1]"}
+	if diff := cmp.Diff(want, keysOf(problemsOf(t, err))); diff != "" {
+		t.Fatalf("(-want +got):\n%s\n%v", diff, err)
 	}
 }
