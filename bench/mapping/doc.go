@@ -2,6 +2,8 @@
 //
 //	go test -run XXX -bench . -benchtime 2s ./mapping/
 //
+// The benchmarks:
+//
 //   - BenchmarkTranslate: logic→physical translation on a logic queue
 //     with 1, 10 and 1,000 segments (cached mapping, binary search), next
 //     to a plain Go map lookup as the baseline.
