@@ -24,6 +24,7 @@
 // The hostd-no-kv rows skip the result's KV write, isolating its cost; the
 // hostd-empty-handler rows call a handler that does nothing (a guest
 // written against the ABI without the SDK, testdata/abidirect), the fixed
-// cost of a call through hostd's runtime.
+// cost of a call through hostd's runtime; hostd-lazy-decode parses the
+// payload found in the envelope without the SDK's full decode.
 // `go test -bench . ./plugins` runs the hostd rows as ordinary benchmarks.
 package pluginbench

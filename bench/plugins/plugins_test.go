@@ -146,6 +146,7 @@ func BenchmarkAck(b *testing.B) {
 		b.Run("hostd-no-kv/"+s.name, benchHostdParse(rt, p))
 		b.Run("hostd-abi-direct/"+s.name, benchHostdType(rt, "BenchDirect", p))
 		b.Run("hostd-empty/"+s.name, benchHostdType(rt, "BenchEmpty", p))
+		b.Run("hostd-lazy-decode/"+s.name, benchHostdType(rt, "BenchLazy", p))
 	}
 }
 
@@ -230,6 +231,7 @@ func TestPluginCallTable(t *testing.T) {
 		}
 		add("hostd-no-kv", benchHostdParse(rt, p))
 		add("hostd-empty-handler", benchHostdType(rt, "BenchEmpty", p))
+		add("hostd-lazy-decode", benchHostdType(rt, "BenchLazy", p))
 		add("wazero-raw", benchRaw(plain, p))
 		add("wazero-raw+close-on-ctx-done", benchRaw(closing, p))
 	}
@@ -262,7 +264,7 @@ func TestPluginCallTable(t *testing.T) {
 	fmt.Fprintf(&b, "\n| variant | payload | CPU ns/call | wall ns/call | × native (CPU, same process) | extism ÷ hostd (CPU) |\n|---|---|---:|---:|---:|---:|\n")
 	for _, s := range sizes {
 		h := byKey["hostd/"+s.name]
-		for _, v := range []string{"native", "hostd", "hostd-no-kv", "hostd-empty-handler", "wazero-raw", "wazero-raw+close-on-ctx-done", "extism", "extism+close-on-ctx-done"} {
+		for _, v := range []string{"native", "hostd", "hostd-no-kv", "hostd-empty-handler", "hostd-lazy-decode", "wazero-raw", "wazero-raw+close-on-ctx-done", "extism", "extism+close-on-ctx-done"} {
 			r, ok := byKey[v+"/"+s.name]
 			if !ok {
 				t.Fatalf("missing row %s/%s", v, s.name)

@@ -8,6 +8,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"unsafe"
 
 	"github.com/hostd-dev/hostd/sdk/abi"
@@ -26,6 +27,32 @@ func init() {
 	// BenchEmpty does nothing: the floor of a call through hostd's runtime.
 	name = "BenchEmpty"
 	importRegister(int32(abi.KindAck), unsafe.Pointer(unsafe.StringData(name)), uint32(len(name)), 1)
+	// BenchLazy finds the payload in the envelope without decoding the
+	// rest (no allocation): what an allocation-free guest decoder costs.
+	name = "BenchLazy"
+	importRegister(int32(abi.KindAck), unsafe.Pointer(unsafe.StringData(name)), uint32(len(name)), 2)
+}
+
+// payloadOf returns the payload field of a Message envelope: version,
+// record type, u64 id, u32-length type, u32-length payload.
+func payloadOf(b []byte) ([]byte, bool) {
+	if len(b) < 2+8+4 || b[0] != abi.EnvelopeVersion || b[1] != byte(abi.RecMessage) {
+		return nil, false
+	}
+	b = b[10:]
+	n := uint64(binary.LittleEndian.Uint32(b))
+	if n > uint64(len(b)-4) {
+		return nil, false
+	}
+	b = b[4+n:]
+	if len(b) < 4 {
+		return nil, false
+	}
+	n = uint64(binary.LittleEndian.Uint32(b))
+	if n > uint64(len(b)-4) {
+		return nil, false
+	}
+	return b[4 : 4+n], true
 }
 
 //go:wasmexport hostd_alloc
@@ -44,7 +71,15 @@ func exportABIv1() {}
 
 //go:wasmexport hostd_handle
 func exportHandle(id int32, ptr unsafe.Pointer, n int32) int32 {
-	if id == 1 {
+	switch id {
+	case 1:
+		return int32(abi.CodeOK)
+	case 2:
+		p, ok := payloadOf(unsafe.Slice((*byte)(ptr), n))
+		if !ok {
+			return int32(abi.CodePermanent)
+		}
+		sink, _ = parse(p)
 		return int32(abi.CodeOK)
 	}
 	m, err := abi.DecodeMessage(unsafe.Slice((*byte)(ptr), n))
