@@ -158,23 +158,78 @@ func Fsync(dir string, workers, size int, d time.Duration) (Result, error) {
 // key (size-byte value, distinct key per worker) with SyncWrites on, in a
 // fresh database under dir, from workers goroutines for d.
 func BadgerSync(dir string, workers, size int, d time.Duration) (Result, error) {
-	tmp, err := os.MkdirTemp(dir, "badger-baseline-")
+	b, err := NewBadger(dir)
 	if err != nil {
 		return Result{}, err
 	}
-	defer os.RemoveAll(tmp)
+	defer b.Close()
+	return b.Run(workers, size, d)
+}
+
+// Badger is an open raw Badger baseline database (SyncWrites on), for
+// benchmarks that interleave several measurement slices with their own.
+type Badger struct {
+	dir string
+	db  *badger.DB
+	seq atomic.Uint64
+}
+
+// NewBadger opens a fresh raw Badger database in a temporary directory
+// under dir.
+func NewBadger(dir string) (*Badger, error) {
+	tmp, err := os.MkdirTemp(dir, "badger-baseline-")
+	if err != nil {
+		return nil, err
+	}
 	db, err := badger.Open(badger.DefaultOptions(tmp).WithSyncWrites(true).WithLogger(nil).
 		WithMemTableSize(32 << 20).WithBlockCacheSize(32 << 20))
 	if err != nil {
-		return Result{}, err
+		os.RemoveAll(tmp)
+		return nil, err
 	}
-	defer db.Close()
+	return &Badger{dir: tmp, db: db}, nil
+}
+
+// Run measures single-key sync transactions from workers goroutines for d.
+func (b *Badger) Run(workers, size int, d time.Duration) (Result, error) {
 	val := bytes.Repeat([]byte{'v'}, size)
-	var seq atomic.Uint64
 	return Run("raw badger sync txn", workers, d, func(w int) error {
-		key := fmt.Appendf(nil, "k/%d/%d", w, seq.Add(1)%1024)
-		return db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
+		key := fmt.Appendf(nil, "k/%d/%d", w, b.seq.Add(1)%1024)
+		return b.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) })
 	})
+}
+
+// Close closes and removes the database.
+func (b *Badger) Close() error {
+	err := b.db.Close()
+	os.RemoveAll(b.dir)
+	return err
+}
+
+// Best returns the result with the highest rate (best-of-N slices damp the
+// noise of a shared machine).
+func Best(rs ...Result) Result {
+	var best Result
+	for _, r := range rs {
+		if r.Rate() > best.Rate() {
+			best = r
+		}
+	}
+	return best
+}
+
+// LoadAvg returns the 1-minute load average ("" if unknown), to explain
+// noisy figures.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return ""
+	}
+	return string(f[0])
 }
 
 // HTTPJSON measures a minimal net/http handler that decodes a small JSON
