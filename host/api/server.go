@@ -116,6 +116,8 @@ type Server struct {
 	ln       net.Listener
 	serveErr chan error
 	closing  atomic.Bool
+	shutOnce sync.Once
+	shutErr  error
 }
 
 // New builds a Server and registers /healthz, /readyz, /metrics and
@@ -366,14 +368,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		return nil
 	}
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	if serr := <-s.serveErr; serr != nil && err == nil {
-		err = serr
-	}
-	return err
+	s.shutOnce.Do(func() {
+		err := s.srv.Shutdown(ctx)
+		if err != nil {
+			_ = s.srv.Close()
+		}
+		if serr := <-s.serveErr; serr != nil && err == nil {
+			err = serr
+		}
+		s.shutErr = err
+	})
+	return s.shutErr
 }
 
 // statusWriter records the status and whether anything was written.

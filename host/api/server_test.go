@@ -441,3 +441,18 @@ func TestShutdownWaitsForInFlight(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+func TestShutdownTwice(t *testing.T) {
+	s, err := New(Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
