@@ -169,6 +169,14 @@ func (s Status) String() string {
 		return "unavailable"
 	case StatusNoContext:
 		return "no_context"
+	case StatusLocked:
+		return "locked"
+	case StatusNotHolder:
+		return "not_holder"
+	case StatusExpired:
+		return "expired"
+	case StatusInvalidKey:
+		return "invalid_key"
 	}
 	return "unknown"
 }
