@@ -428,7 +428,7 @@ func inRange(k, start, end []byte) bool {
 
 func checkRange(rtxn *badger.Txn, overlay map[string]overlayEntry, rc RangeCheck) error {
 	now := map[string]Version{}
-	err := scanTxn(nil, rtxn, rc.Start, rc.End, false, func(k []byte, ver uint64, _ *badger.Item) error {
+	err := scanTxn(context.Background(), rtxn, rc.Start, rc.End, false, func(k []byte, ver uint64, _ *badger.Item) error {
 		now[string(k)] = Version(ver)
 		return nil
 	})

@@ -310,7 +310,7 @@ func scanTxn(ctx context.Context, txn *badger.Txn, start, end []byte, values boo
 		if bytes.HasPrefix(k, []byte(badgerPrefix)) {
 			continue
 		}
-		if n++; ctx != nil && n%1024 == 0 {
+		if n++; n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
