@@ -286,7 +286,14 @@ type pluginPolicy struct {
 	name string
 }
 
-func (p pluginPolicy) Source() string { return "plugin policy " + p.name }
+// Source names the policy and the plugin serving it, so mapping's errors
+// about the policy's output point at the plugin to fix.
+func (p pluginPolicy) Source() string {
+	if plugin, ok := p.h.plugins.PolicyPlugin(p.name); ok {
+		return fmt.Sprintf("policy %s of plugin %s", p.name, plugin)
+	}
+	return "plugin policy " + p.name
+}
 
 func (p pluginPolicy) Assign(ctx context.Context, in mapping.PolicyInput) ([]string, error) {
 	ai := &abi.PolicyInput{Operation: string(in.Operation), Topic: in.Topic, Queues: uint32(in.TotalQueues)}

@@ -157,7 +157,9 @@ func TestTopicLifecycleAPI(t *testing.T) {
 func TestZoneSpreadPolicyPlugin(t *testing.T) {
 	wasmPath := wasmtest.Build(t, "../plugins/zone-spread")
 	cfg := testConfig(t)
-	cfg.Plugins.List = []config.Plugin{{Name: "zone-spread", Path: wasmPath}}
+	// The plugin's name differs from its policy's, so the error below
+	// must name the plugin through runtime/wasm's PolicyPlugin lookup.
+	cfg.Plugins.List = []config.Plugin{{Name: "zones", Path: wasmPath}}
 	cfg.Mapping.Brokers = []config.MappingBroker{
 		{Name: "a", Labels: map[string]string{"zone": "z1"}}, {Name: "b", Labels: map[string]string{"zone": "z1"}},
 		{Name: "c", Labels: map[string]string{"zone": "z2"}}, {Name: "d", Labels: map[string]string{"zone": "z2"}},
@@ -185,10 +187,15 @@ func TestZoneSpreadPolicyPlugin(t *testing.T) {
 		t.Fatalf("remap with the topic's policy: %+v %v", rm, err)
 	}
 	_, err = c.RemapTopic(ctx, "z", &client.TopicRequest{Brokers: []string{"a", "nolabel"}})
-	if apiCode(err) != "failed_precondition" || !strings.Contains(err.Error(), "zone-spread") {
+	if apiCode(err) != "failed_precondition" || !strings.Contains(err.Error(), "policy zone-spread of plugin zones") {
 		t.Fatalf("policy error must name the plugin: %v", err)
 	}
 	t.Logf("policy error: %v", err)
+	// Errors about the policy's output (checked by the mapping, not the
+	// plugin) carry the policy's Source: it must name the plugin too.
+	if src := (pluginPolicy{h: h, name: "zone-spread"}).Source(); src != "policy zone-spread of plugin zones" {
+		t.Fatalf("Source() = %q", src)
+	}
 }
 
 // TestAppendsDuringBroadcastRemap: appends to the moved queues while

@@ -387,6 +387,18 @@ func (r *Runtime) HasPolicy(name string) bool {
 	return ok
 }
 
+// PolicyPlugin returns the name of the plugin that serves the named
+// mapping policy, so callers can name it in errors about its output.
+func (r *Runtime) PolicyPlugin(name string) (plugin string, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.routes[regKey{abi.KindPolicy, name}]
+	if !ok {
+		return "", false
+	}
+	return v.name, true
+}
+
 // lookup finds and pins the version serving (kind, name).
 func (r *Runtime) lookup(kind abi.Kind, name string) (*version, int32, error) {
 	r.mu.RLock()
