@@ -34,6 +34,7 @@ type Harness struct {
 	maxKeys  int
 	maxBytes int
 	nextID   uint64
+	locks    lockState
 }
 
 // Log is one recorded log line. Msg is rendered as the SDK renders it for
@@ -77,6 +78,7 @@ func New(t testing.TB) *Harness {
 		config: map[string]string{},
 		now:    time.Now,
 		nextID: 1,
+		locks:  lockState{leases: map[string]*lease{}, fences: map[string]uint64{}},
 	}
 	prev := sdk.SetBackend(backend{h})
 	t.Cleanup(func() {
