@@ -28,6 +28,10 @@
 //     writes fail with an error wrapping sdk.ErrReadOnly.
 //   - An optional quota (SetQuota) makes writes fail with sdk.ErrQuota.
 //   - A panic in a handler is a permanent failure carrying its message.
+//   - Lease locks (sdk.AcquireLease, Renew, Release, CheckFence,
+//     KVPutFenced) are served in memory: all-or-nothing without waiting,
+//     a fence per key that grows with every grant, TTLs on the harness
+//     clock (SetNow); Leases lists the live ones.
 //
 // The SDK's native backend is process-wide, so only one Harness can be
 // active at a time: do not combine sdktest with t.Parallel. New fails the
