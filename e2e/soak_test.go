@@ -1,0 +1,851 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
+)
+
+// The chaos soak (docs/reliability.md): the real binary under a mixed
+// workload while it is SIGKILLed at random moments and at named failpoints,
+// and restarted, with plugin faults injected. SOAK_DURATION sets how long
+// the chaos phase runs (default 40s, what `make test` and CI run;
+// `make soak` runs minutes).
+
+// soakPoints are armed in turn, one per crashing round: every crash
+// window of the broadcast engine, the catalog committer, the WAL and remaps.
+var soakPoints = []string{
+	"broadcast.after-persist",
+	"broadcast.mid-append",
+	"broadcast.after-acks",
+	"broadcast.mid-callback",
+	"broadcast.before-tombstone",
+	"broadcast.after-tombstone",
+	"catalog.before-commit",
+	"catalog.after-commit",
+	"wal.before-commit",
+	"wal.after-commit",
+	"mapping.remap-planned",
+}
+
+var (
+	soakVChannels = []string{"orders/0", "orders/1", "orders/2"}
+	soakBrokers   = []string{"a", "b", "c"}
+)
+
+const (
+	soakTopic    = "soakq"
+	soakQueues   = 3
+	soakLockDom  = "soak-res"
+	soakLockKeys = 2
+)
+
+func soakDuration(t *testing.T) time.Duration {
+	s := os.Getenv("SOAK_DURATION")
+	if s == "" {
+		return 40 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("SOAK_DURATION=%q: want a positive duration like 5m", s)
+	}
+	return d
+}
+
+// soakStats are the counters printed at the end.
+type soakStats struct {
+	submits, acks, locks, fencedWrites, staleProbes, appends, remaps, reloads atomic.Int64
+	fenceViolations                                                           atomic.Int64
+
+	mu        sync.Mutex
+	adminErrs map[string]int // failed remaps/reloads by error text (crashes make some)
+}
+
+func (st *soakStats) adminErr(what string, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.adminErrs == nil {
+		st.adminErrs = map[string]int{}
+	}
+	msg := err.Error()
+	if len(msg) > 120 {
+		msg = msg[:120]
+	}
+	st.adminErrs[what+": "+msg]++
+}
+
+// bcLedger is the broadcast clients' view: issued keys, those waiting for
+// a retry, and the ID each acknowledged key got.
+type bcLedger struct {
+	mu     sync.Mutex
+	next   int
+	retry  []string
+	acked  map[string]uint64
+	issued map[string]bool
+}
+
+func (l *bcLedger) take(newOK bool) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.retry); n > 0 {
+		k := l.retry[n-1]
+		l.retry = l.retry[:n-1]
+		return k, true
+	}
+	if !newOK {
+		return "", false
+	}
+	l.next++
+	k := fmt.Sprintf("soak-%06d", l.next)
+	l.issued[k] = true
+	return k, true
+}
+
+func soakHash(s string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// soakRequest is the broadcast for key: every third AckSyncUp (the
+// consumer acks it), some with a plugin fault on the first attempt.
+func soakRequest(key string) *client.BroadcastRequest {
+	h := soakHash(key)
+	fault := ""
+	switch h % 10 {
+	case 1:
+		fault = "trap"
+	case 2:
+		fault = "fail"
+	case 3:
+		if h%30 == 3 { // rarer: each costs a call timeout
+			fault = "loop"
+		}
+	}
+	sync := h%3 == 0
+	return &client.BroadcastRequest{Type: "SoakEffect", PayloadText: key, VChannels: soakVChannels,
+		IdempotencyKey: key, AckSyncUp: &sync,
+		Properties:   map[string]string{"soak.key": key, "soak.fault": fault},
+		ResourceKeys: []client.ResourceKey{{Domain: "soak", Key: fmt.Sprint("k", h%4), Mode: "exclusive"}},
+		Timeout:      "5s"}
+}
+
+// runBroadcasters submits until stop closes (or, with newOK false, until
+// no key is left); an unanswered request goes back to the retry list.
+func runBroadcasters(t *testing.T, c *client.Client, l *bcLedger, st *soakStats, stop <-chan struct{}, newOK bool) {
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key, ok := l.take(newOK)
+				if !ok {
+					return
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
+				res, err := c.SubmitBroadcast(ctx, soakRequest(key))
+				cancel()
+				st.submits.Add(1)
+				l.mu.Lock()
+				if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
+					if prev, ok := l.acked[key]; ok && prev != res.ID {
+						t.Errorf("key %s acknowledged as %d and as %d", key, prev, res.ID)
+					}
+					l.acked[key] = res.ID
+				} else {
+					l.retry = append(l.retry, key)
+				}
+				l.mu.Unlock()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// soakConsumer reads the vchannels and acks every broadcast message it
+// sees (a no-op for FastAck ones); offsets and unacked messages carry over
+// restarts.
+type soakConsumer struct {
+	from    map[string]uint64
+	pending []pendingAck
+}
+
+type pendingAck struct {
+	id uint64
+	vc string
+}
+
+func (sc *soakConsumer) run(c *client.Client, st *soakStats, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		progress := false
+		for _, vc := range soakVChannels {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			res, err := c.ReadChannel(ctx, vc, sc.from[vc], 200, 0)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for _, m := range res.Messages {
+				if id, err := strconv.ParseUint(m.Properties["hostd.broadcast.id"], 10, 64); err == nil {
+					sc.pending = append(sc.pending, pendingAck{id, vc})
+				}
+			}
+			if res.Next > sc.from[vc] {
+				sc.from[vc] = res.Next
+				progress = true
+			}
+		}
+		left := sc.pending[:0]
+		for _, p := range sc.pending {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := c.AckBroadcast(ctx, p.id, p.vc)
+			cancel()
+			switch {
+			case err == nil:
+				st.acks.Add(1)
+			case client.HasCode(err, "not_found"): // finished and its tombstone dropped
+			default:
+				left = append(left, p)
+			}
+		}
+		sc.pending = left
+		if !progress {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// fenceModel is the protected resource of the lease workers: a write is
+// accepted when hostd's check-fence says the fence is current. hostd
+// vouching for a fence although a newer grant of the same exclusive key
+// had already been handed out before the check was sent, vouching for the
+// fence of a released grant, or handing out a fence twice is a violation.
+type fenceModel struct {
+	mu      sync.Mutex
+	grants  map[string][]grantSeen // per key, in the order received
+	granted map[uint64]bool
+	notes   []string
+}
+
+type grantSeen struct {
+	at    time.Time
+	fence uint64
+}
+
+func (f *fenceModel) violation(format string, args ...any) {
+	f.mu.Lock()
+	if len(f.notes) < 10 {
+		f.notes = append(f.notes, fmt.Sprintf(format, args...))
+	}
+	f.mu.Unlock()
+}
+
+// newerBefore returns a fence above fence granted on key before t, or 0.
+func (f *fenceModel) newerBefore(key string, fence uint64, t time.Time) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, g := range f.grants[key] {
+		if g.at.Before(t) && g.fence > fence {
+			return g.fence
+		}
+	}
+	return 0
+}
+
+func runLockWorkers(c *client.Client, f *fenceModel, st *soakStats, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewSource(int64(w) + time.Now().UnixNano()))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprint("r", rnd.Intn(soakLockKeys))
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+				g, err := c.AcquireLock(ctx, client.AcquireLock{Keys: []client.LockKey{{Domain: soakLockDom, Key: key}},
+					TTL: "3s", Wait: "1s", Owner: fmt.Sprint("worker-", w)})
+				cancel()
+				if err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				st.locks.Add(1)
+				f.mu.Lock()
+				dup := f.granted[g.Fence]
+				f.granted[g.Fence] = true
+				f.grants[key] = append(f.grants[key], grantSeen{time.Now(), g.Fence})
+				f.mu.Unlock()
+				if dup {
+					st.fenceViolations.Add(1)
+					f.violation("fence %d handed out twice", g.Fence)
+				}
+				// A few fenced writes, each vouched for by hostd.
+				for i := 0; i < 1+rnd.Intn(3); i++ {
+					sent := time.Now()
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					err := c.CheckFence(ctx, soakLockDom, key, g.Fence)
+					cancel()
+					if err != nil {
+						break // not current any more (expired across a restart) or hostd down
+					}
+					if newer := f.newerBefore(key, g.Fence, sent); newer != 0 {
+						st.fenceViolations.Add(1)
+						f.violation("key %s: fence %d accepted after fence %d was granted", key, g.Fence, newer)
+					}
+					st.fencedWrites.Add(1)
+					time.Sleep(time.Duration(rnd.Intn(30)) * time.Millisecond)
+				}
+				ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+				err = c.ReleaseLock(ctx, g.ID, g.Token)
+				cancel()
+				if err != nil {
+					continue // outcome unknown; the TTL ends it
+				}
+				// Released: its fence must be refused from now on.
+				ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+				err = c.CheckFence(ctx, soakLockDom, key, g.Fence)
+				cancel()
+				if err == nil {
+					st.fenceViolations.Add(1)
+					f.violation("key %s: fence %d of released grant %s accepted", key, g.Fence, g.ID)
+				} else if client.HasCode(err, "not_holder") {
+					st.staleProbes.Add(1)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+}
+
+// producer appends to one logic queue with (producer_id, seq); a request
+// without an answer is retried with the same seq.
+type producer struct {
+	queue int
+	next  uint64 // seq of the next (or pending) record
+	acked uint64 // highest acknowledged seq
+}
+
+func (p *producer) run(c *client.Client, st *soakStats, stop <-chan struct{}) {
+	vc := fmt.Sprintf("%s/%d", soakTopic, p.queue)
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		res, err := c.AppendChannel(ctx, vc, &client.AppendRequest{ProducerID: fmt.Sprint("soak-p", p.queue), Seq: p.next,
+			Records: []client.ChannelRecord{{PayloadText: strconv.FormatUint(p.next, 10)}}})
+		cancel()
+		if err != nil || len(res.Positions) != 1 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		st.appends.Add(1)
+		p.acked = p.next
+		p.next++
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// runRemaps remaps the topic onto random broker sets until stop closes.
+func runRemaps(c *client.Client, st *soakStats, stop <-chan struct{}) {
+	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Duration(100+rnd.Intn(200)) * time.Millisecond):
+		}
+		perm := rnd.Perm(len(soakBrokers))
+		var brokers []string
+		for _, j := range perm[:1+rnd.Intn(len(soakBrokers))] {
+			brokers = append(brokers, soakBrokers[j])
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+		if _, err := c.RemapTopic(ctx, soakTopic, &client.TopicRequest{Brokers: brokers}); err != nil {
+			st.adminErr("remap", err)
+		} else {
+			st.remaps.Add(1)
+		}
+		cancel()
+	}
+}
+
+// reloadPlugin writes the n-th variant of the plugin and reloads through
+// the API (each variant is a new file, so hostd compiles and swaps it).
+func reloadPlugin(c *client.Client, st *soakStats, pluginPath string, wasm []byte, n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := writePluginVariant(pluginPath, wasm, n); err != nil {
+		st.adminErr("write plugin", err)
+	} else if res, err := c.ReloadPlugins(ctx); err != nil {
+		st.adminErr("reload", err)
+	} else if len(res.Errors) > 0 {
+		st.adminErr("reload", errors.New(res.Errors[0].Message))
+	} else {
+		st.reloads.Add(1)
+	}
+}
+
+// writePluginVariant writes the plugin with a custom section naming the
+// variant appended (a valid module, same code, another sha256), so a
+// reload really compiles and swaps it. Written to a temp file and renamed,
+// as an operator's deploy would.
+func writePluginVariant(path string, wasm []byte, n int) error {
+	name := "hostd-soak"
+	payload := []byte(strconv.Itoa(n))
+	body := append(uleb(uint64(len(name))), name...)
+	body = append(body, payload...)
+	out := append(append([]byte{}, wasm...), 0)
+	out = append(out, uleb(uint64(len(body)))...)
+	out = append(out, body...)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, out, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func uleb(v uint64) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		return append(b, c)
+	}
+}
+
+// TestSoak is the chaos soak. It fails if an acknowledged broadcast did
+// not complete exactly once, an effect is duplicated or lost, a stale
+// fence was accepted, a logic queue has a gap or a duplicate, a named
+// crash window was never reached, or the daemon panicked.
+func TestSoak(t *testing.T) {
+	dur := soakDuration(t)
+	dir := t.TempDir()
+	addr := freePort(t)
+	cfg := writeConfig(t, dir, addr, soakVChannels)
+	built, err := os.ReadFile(wasmtest.Build(t, "testdata/soak"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pluginPath := filepath.Join(dir, "soak.wasm")
+	reloadN := 0
+	if err := writePluginVariant(pluginPath, built, reloadN); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The config's broadcast section is the last one writeConfig wrote.
+	fmt.Fprintf(f, "  tombstones:\n    max_count: 1000000\nmapping:\n  brokers: [{name: a}, {name: b}, {name: c}]\n"+
+		"plugins:\n  call_timeout: 300ms\n  list:\n    - name: soak\n      path: %s\n", pluginPath)
+	f.Close()
+	logPath := filepath.Join(dir, "hostd.log")
+	fpLog := filepath.Join(dir, "failpoints.log")
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	st := &soakStats{}
+	l := &bcLedger{acked: map[string]uint64{}, issued: map[string]bool{}}
+	cons := &soakConsumer{from: map[string]uint64{}}
+	fm := &fenceModel{grants: map[string][]grantSeen{}, granted: map[uint64]bool{}}
+	prods := make([]*producer, soakQueues)
+	for q := range prods {
+		prods[q] = &producer{queue: q, next: 1}
+	}
+	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
+	crashed := map[string]int{}
+	restarts, randomKills := 0, 0
+	topicMade := false
+
+	// runAll runs the whole workload until stop closes.
+	runAll := func(stop chan struct{}, newOK bool) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		spawn := func(fn func()) {
+			wg.Add(1)
+			go func() { defer wg.Done(); fn() }()
+		}
+		spawn(func() { runBroadcasters(t, c, l, st, stop, newOK) })
+		spawn(func() { cons.run(c, st, stop) })
+		spawn(func() { runLockWorkers(c, fm, st, stop) })
+		if topicMade {
+			for _, p := range prods {
+				spawn(func() { p.run(c, st, stop) })
+			}
+			spawn(func() { runRemaps(c, st, stop) })
+		}
+		return &wg
+	}
+
+	first := rnd.Intn(len(soakPoints)) // short runs cover different windows
+	began := time.Now()
+	for round := 0; time.Since(began) < dur; round++ {
+		env := []string{"HOSTD_FAILPOINTS_LOG=" + fpLog}
+		point := ""
+		if round%3 != 2 {
+			point = soakPoints[(first+round-round/3)%len(soakPoints)]
+			n := 2 + rnd.Intn(15)
+			if strings.HasPrefix(point, "catalog.") || strings.HasPrefix(point, "wal.") {
+				n = 10 + rnd.Intn(150) // hit by every commit
+			}
+			env = append(env, fmt.Sprintf("HOSTD_FAILPOINTS=%s=crash@%d", point, n))
+		}
+		d := start(t, cfg, addr, logPath, env...)
+		stop := make(chan struct{})
+		var wg *sync.WaitGroup
+		if d.waitReady(t, c) {
+			if !topicMade {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: soakTopic, Queues: soakQueues, Brokers: []string{"a", "b"}})
+				cancel()
+				topicMade = err == nil || client.HasCode(err, "already_exists")
+			}
+			wg = runAll(stop, true)
+		}
+		if point != "" {
+			select {
+			case <-d.done:
+				crashed[point]++
+			case <-time.After(6 * time.Second):
+				d.kill() // not reached this round
+				randomKills++
+			}
+		} else {
+			// A round without a failpoint reloads the plugin under load
+			// (every other time killed while the reload may be running).
+			reloadN++
+			reloaded := make(chan struct{})
+			go func(n int) { reloadPlugin(c, st, pluginPath, built, n); close(reloaded) }(reloadN)
+			if round%6 == 5 {
+				<-reloaded
+			}
+			time.Sleep(time.Duration(200+rnd.Intn(2000)) * time.Millisecond)
+			d.kill()
+			<-reloaded
+			randomKills++
+		}
+		restarts++
+		close(stop)
+		if wg != nil {
+			wg.Wait()
+		}
+	}
+	if !topicMade {
+		t.Fatalf("the topic was never created; log:\n%s", tail(logPath))
+	}
+
+	// Final start, no failpoints: finish every unacknowledged request and
+	// pending append, then check.
+	d := start(t, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
+	if !d.waitReady(t, c) {
+		t.Fatalf("hostd exited at the final start; log:\n%s", tail(logPath))
+	}
+	defer d.stop(t)
+	stopCons := make(chan struct{})
+	consDone := make(chan struct{})
+	go func() { cons.run(c, st, stopCons); close(consDone) }()
+	runBroadcasters(t, c, l, st, make(chan struct{}), false)
+	for _, p := range prods {
+		stopOne := make(chan struct{})
+		target := p.next // the pending seq, if any, must land once
+		go func() {
+			for p.acked < target {
+				time.Sleep(5 * time.Millisecond)
+			}
+			close(stopOne)
+		}()
+		p.run(c, st, stopOne)
+	}
+	close(stopCons)
+	<-consDone
+
+	ctx := context.Background()
+	r := soakReport{restarts: restarts, randomKills: randomKills, crashed: crashed, st: st, dur: time.Since(began)}
+	// Broadcasts: every issued key acknowledged with one ID, every retry a
+	// duplicate of it, one TOMBSTONE task per key.
+	r.issued, r.acked = len(l.issued), len(l.acked)
+	ids := map[uint64]string{}
+	for key, id := range l.acked {
+		if other, dup := ids[id]; dup {
+			r.bcErrors = append(r.bcErrors, fmt.Sprintf("keys %s and %s share broadcast %d", key, other, id))
+		}
+		ids[id] = key
+		res, err := c.SubmitBroadcast(ctx, soakRequest(key))
+		if err != nil || !res.Duplicate || res.ID != id || res.State != "TOMBSTONE" {
+			r.bcErrors = append(r.bcErrors, fmt.Sprintf("retry of %s: %+v %v (want duplicate of %d)", key, res, err, id))
+		}
+	}
+	var tasks []client.BroadcastTask
+	page := client.Page{Limit: 1000}
+	for {
+		ls, err := c.ListBroadcasts(ctx, client.BroadcastFilter{Type: "SoakEffect"}, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, ls.Items...)
+		if ls.NextPageToken == "" {
+			break
+		}
+		page.Token = ls.NextPageToken
+	}
+	for _, tk := range tasks {
+		if tk.State == "TOMBSTONE" {
+			r.completed++
+		}
+		if ids[tk.ID] == "" {
+			r.bcErrors = append(r.bcErrors, fmt.Sprintf("task %d (%s) belongs to no acknowledged key", tk.ID, tk.State))
+		}
+	}
+	// Effects: one per acknowledged key, applied once.
+	effects := map[string]int{}
+	page = client.Page{Limit: 1000}
+	for {
+		ls, err := c.ScanPluginKV(ctx, "soak", "effect/", page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range ls.Items {
+			n, _ := strconv.Atoi(string(kv.Value))
+			effects[strings.TrimPrefix(kv.Key, "effect/")] = n
+		}
+		if ls.NextPageToken == "" {
+			break
+		}
+		page.Token = ls.NextPageToken
+	}
+	for key := range l.acked {
+		switch n := effects[key]; {
+		case n == 0:
+			r.lost++
+		case n > 1:
+			r.duplicated++
+		}
+	}
+	for key := range effects {
+		if !l.issued[key] {
+			r.duplicated++ // an effect nobody asked for
+		}
+	}
+	// Vchannels: no broadcast twice on any of them.
+	for _, vc := range append([]string{"_control/0"}, soakVChannels...) {
+		seen := map[string]bool{}
+		readAll(t, c, vc, func(m api.MessageJSON) {
+			id := m.Properties["hostd.broadcast.id"]
+			if id != "" && seen[id] {
+				r.vcDups++
+			}
+			seen[id] = true
+		})
+	}
+	// Logic queues: offsets continuous, each producer's seqs exactly
+	// 1..last, every acknowledged append present once.
+	for _, p := range prods {
+		vc := fmt.Sprintf("%s/%d", soakTopic, p.queue)
+		var prevOff uint64
+		first := true
+		want := uint64(1)
+		at := map[uint64]api.MessageJSON{}
+		readAll(t, c, vc, func(m api.MessageJSON) {
+			if !first && m.Offset != prevOff+1 {
+				r.queueGaps++
+			}
+			first, prevOff = false, m.Offset
+			seq, err := strconv.ParseUint(string(m.Payload), 10, 64)
+			if m.Properties["hostd.broadcast.id"] != "" {
+				return // a broadcast's message (topic create/remap), not a producer record
+			}
+			if err != nil || seq == 0 {
+				r.queueDups++ // a record this test never wrote
+				r.queueNotes = append(r.queueNotes, fmt.Sprintf("%s: unexpected record %q at %d", vc, m.Payload, m.Offset))
+				return
+			}
+			if _, ok := at[seq]; !ok {
+				at[seq] = m
+			}
+			switch {
+			case seq == want:
+				want++
+			case seq < want:
+				r.queueDups++
+				if o := at[seq]; len(r.queueNotes) < 10 {
+					r.queueNotes = append(r.queueNotes, fmt.Sprintf("%s: seq %d at logic offset %d (%s@%d) and %d (%s@%d)",
+						vc, seq, o.Offset, o.Queue, o.QueueOffset, m.Offset, m.Queue, m.QueueOffset))
+				}
+			default:
+				r.queueGaps++
+				want = seq + 1
+			}
+		})
+		if want-1 < p.acked {
+			r.queueGaps += int(p.acked - (want - 1)) // acknowledged, not there
+		}
+		r.appended += int(want - 1)
+	}
+	r.fenceViolations = int(st.fenceViolations.Load())
+	r.fenceNotes = fm.notes
+	hits, _ := os.ReadFile(fpLog)
+	for _, p := range soakPoints {
+		if !strings.Contains(string(hits), p+"\n") {
+			r.neverHit = append(r.neverHit, p)
+		}
+	}
+	// A daemon panic (a crash's "panic:" line or a recovered handler
+	// panic); the plugin's injected traps are logged as its stderr.
+	if b, _ := os.ReadFile(logPath); true {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "panic:") || strings.Contains(line, "api handler panicked") {
+				r.panics = true
+			}
+		}
+	}
+	out := r.String()
+	t.Log("\n" + out)
+	if path := os.Getenv("SOAK_REPORT"); path != "" {
+		_ = os.WriteFile(path, []byte(out), 0o644)
+	}
+	if r.failed() {
+		t.Errorf("soak found a violation (see the report above); daemon log tail:\n%s", tail(logPath))
+	}
+}
+
+// readAll reads a vchannel from its min to its end.
+func readAll(t *testing.T, c *client.Client, vc string, fn func(api.MessageJSON)) {
+	ctx := context.Background()
+	b, err := c.ChannelBounds(ctx, vc)
+	if err != nil {
+		t.Fatalf("bounds of %s: %v", vc, err)
+	}
+	from := b.Min
+	for from < b.Max {
+		res, err := c.ReadChannel(ctx, vc, from, 1000, 0)
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Code == "offset_out_of_range" {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read %s from %d: %v", vc, from, err)
+		}
+		for _, m := range res.Messages {
+			fn(m)
+		}
+		if len(res.Messages) == 0 || res.Next <= from {
+			break
+		}
+		from = res.Next
+	}
+}
+
+type soakReport struct {
+	dur                            time.Duration
+	restarts, randomKills          int
+	crashed                        map[string]int
+	st                             *soakStats
+	issued, acked, completed       int
+	bcErrors                       []string
+	duplicated, lost, vcDups       int
+	fenceViolations                int
+	fenceNotes                     []string
+	queueGaps, queueDups, appended int
+	queueNotes                     []string
+	adminErrs                      []string
+	neverHit                       []string
+	panics                         bool
+}
+
+func (r *soakReport) failed() bool {
+	return r.acked != r.issued || r.completed != r.acked || len(r.bcErrors) > 0 || r.duplicated > 0 || r.lost > 0 ||
+		r.vcDups > 0 || r.fenceViolations > 0 || r.queueGaps > 0 || r.queueDups > 0 || len(r.neverHit) > 0 || r.panics
+}
+
+func (r *soakReport) String() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	var pts []string
+	for p, n := range r.crashed {
+		pts = append(pts, fmt.Sprintf("%s×%d", p, n))
+	}
+	sort.Strings(pts)
+	ops := r.st.submits.Load() + r.st.acks.Load() + r.st.locks.Load() + r.st.fencedWrites.Load() +
+		r.st.staleProbes.Load() + r.st.appends.Load() + r.st.remaps.Load() + r.st.reloads.Load()
+	w("chaos soak: %s, %d restarts survived (%d random SIGKILLs, %d failpoint crashes)", r.dur.Round(time.Second), r.restarts, r.randomKills, r.restarts-r.randomKills)
+	w("  crashes at: %s", strings.Join(pts, ", "))
+	w("  total operations:                 %d", ops)
+	w("  broadcasts issued / acknowledged / completed once: %d / %d / %d (submits incl. retries %d, consumer acks %d)",
+		r.issued, r.acked, r.completed, r.st.submits.Load(), r.st.acks.Load())
+	w("  duplicate effects (must be 0):    %d", r.duplicated)
+	w("  lost effects (must be 0):         %d", r.lost)
+	w("  broadcast twice on a vchannel (must be 0): %d", r.vcDups)
+	w("  lease grants %d, fenced writes %d, stale-fence probes refused %d", r.st.locks.Load(), r.st.fencedWrites.Load(), r.st.staleProbes.Load())
+	w("  fence violations accepted (must be 0): %d", r.fenceViolations)
+	w("  logic-queue appends acknowledged %d, records %d, remaps %d, plugin reloads %d", r.st.appends.Load(), r.appended, r.st.remaps.Load(), r.st.reloads.Load())
+	w("  logic-queue gaps (must be 0):     %d", r.queueGaps)
+	w("  logic-queue duplicates (must be 0): %d", r.queueDups)
+	if len(r.neverHit) > 0 {
+		w("  FAILPOINTS NEVER HIT: %s", strings.Join(r.neverHit, ", "))
+	}
+	for _, e := range r.bcErrors {
+		w("  BROADCAST: %s", e)
+	}
+	for _, n := range r.queueNotes {
+		w("  QUEUE: %s", n)
+	}
+	for _, n := range r.fenceNotes {
+		w("  FENCE: %s", n)
+	}
+	var errs []string
+	r.st.mu.Lock()
+	for e, n := range r.st.adminErrs {
+		errs = append(errs, fmt.Sprintf("%s ×%d", e, n))
+	}
+	r.st.mu.Unlock()
+	sort.Strings(errs)
+	for _, e := range errs {
+		w("  admin error (expected around crashes): %s", e)
+	}
+	if r.panics {
+		w("  PANIC in the daemon log")
+	}
+	return b.String()
+}
