@@ -6,10 +6,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
+	"github.com/hostd-dev/hostd/builtin/locks"
 	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wasm"
+	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
 // openPlugins builds the Wasm plugin runtime from plugins.*: plugins from
@@ -37,6 +41,9 @@ func openPlugins(ctx context.Context, h *Host) error {
 		TracerProvider: h.TracerProvider(),
 		MeterProvider:  h.MeterProvider(),
 		InUse:          h.pluginTypeInUse,
+	}
+	if h.leases != nil {
+		cfg.Locks = pluginLocks{h.leases}
 	}
 	if !data.InMemory {
 		if cfg.Dir == "" {
@@ -117,3 +124,76 @@ func (h *Host) pluginTypeInUse(msgType string) bool {
 	}
 	return false
 }
+
+// pluginLocks serves the plugins' lease-lock host functions from the
+// lease service (opened before plugins): acquires never wait, the holder's
+// meta names the plugin, and errors wrap runtime/wasm's sentinels so
+// guests get stable statuses.
+type pluginLocks struct{ s *locks.Service }
+
+func (p pluginLocks) Acquire(ctx context.Context, r wasm.LeaseRequest) (abi.Lease, error) {
+	g, err := p.s.Acquire(ctx, locks.AcquireRequest{Keys: r.Keys, TTL: r.TTL, Owner: r.Owner,
+		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey})
+	if err != nil {
+		return abi.Lease{}, lockErr(err)
+	}
+	return leaseOf(g), nil
+}
+
+func (p pluginLocks) Renew(ctx context.Context, id, token string, ttl time.Duration) (abi.Lease, error) {
+	g, err := p.s.Renew(ctx, id, token, ttl)
+	if err != nil {
+		return abi.Lease{}, lockErr(err)
+	}
+	return leaseOf(g), nil
+}
+
+func (p pluginLocks) Release(ctx context.Context, id, token string) error {
+	return lockErr(p.s.Release(ctx, id, token))
+}
+
+func (p pluginLocks) CheckFence(key abi.ResourceKey, fence uint64) error {
+	return lockErr(p.s.CheckFence(key, fence))
+}
+
+func (p pluginLocks) FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+	c, err := p.s.FenceCheck(key, fence)
+	return c, lockErr(err)
+}
+
+func leaseOf(g *locks.Grant) abi.Lease {
+	l := abi.Lease{ID: g.ID, Token: g.Token, TTLMillis: uint64(g.TTL / time.Millisecond), ExpiresAt: g.ExpiresAt.UnixNano()}
+	for _, k := range g.Keys {
+		l.Keys = append(l.Keys, abi.FencedKey{Key: k, Fence: g.Fence})
+	}
+	return l
+}
+
+// lockErr maps the lease service's errors onto runtime/wasm's.
+func lockErr(err error) error {
+	var sentinel error
+	switch locks.ErrorCode(err) {
+	case "ok":
+		return nil
+	case "locked":
+		sentinel = wasm.ErrLocked
+	case "not_holder", "not_found":
+		sentinel = wasm.ErrNotHolder
+	case "expired":
+		sentinel = wasm.ErrExpired
+	case "invalid_key":
+		sentinel = wasm.ErrInvalidKey
+	case "ttl_too_long", "invalid_argument":
+		sentinel = wasm.ErrInvalidLockArg
+	default:
+		return err
+	}
+	return &pluginLockError{sentinel, err}
+}
+
+// pluginLockError keeps the service's message (it names the key and the
+// conflicting holders) and matches both its error and wasm's sentinel.
+type pluginLockError struct{ sentinel, err error }
+
+func (e *pluginLockError) Error() string   { return e.err.Error() }
+func (e *pluginLockError) Unwrap() []error { return []error{e.sentinel, e.err} }

@@ -191,6 +191,14 @@ func statusErr(s abi.Status) error {
 		return ErrInvalid
 	case abi.StatusNoContext:
 		return ErrNoContext
+	case abi.StatusLocked:
+		return ErrLocked
+	case abi.StatusNotHolder:
+		return ErrNotHolder
+	case abi.StatusExpired:
+		return ErrExpired
+	case abi.StatusInvalidKey:
+		return ErrInvalidKey
 	}
 	return ErrUnavailable
 }

@@ -124,6 +124,10 @@ type Config struct {
 	// Store backs plugin KV (namespace catalog.NSPluginKV). nil: KV calls
 	// fail with "unavailable".
 	Store catalog.Store
+	// Locks serves the lease-lock host functions (lock_acquire,
+	// lock_renew, lock_release, fence_check, kv_put_fenced). nil: they
+	// fail with "unavailable".
+	Locks Locks
 	// InUse reports whether pending work still needs msgType; a reload
 	// that would remove such a type is refused. nil = never in use.
 	InUse func(msgType string) bool

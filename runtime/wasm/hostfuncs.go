@@ -110,6 +110,12 @@ var hostFns = []hostFn{
 	{abi.FnSpanEvent, []api.ValueType{i32, i32, i32, i32}, nil, hostSpanEvent},
 	{abi.FnSpanAttrs, []api.ValueType{i32, i32}, nil, hostSpanAttrs},
 	{abi.FnNow, nil, []api.ValueType{i64}, hostNow},
+	// Lease locks and fences (locks.go); optional like every import.
+	{abi.FnLockAcquire, []api.ValueType{i32, i32}, []api.ValueType{i64}, hostLockAcquire},
+	{abi.FnLockRenew, []api.ValueType{i32, i32, i32, i32, i64}, []api.ValueType{i64}, hostLockRenew},
+	{abi.FnLockRelease, []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i64}, hostLockRelease},
+	{abi.FnFenceCheck, []api.ValueType{i32, i32, i32, i32, i64}, []api.ValueType{i64}, hostFenceCheck},
+	{abi.FnKVPutFenced, []api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32, i64}, []api.ValueType{i64}, hostKVPutFenced},
 }
 
 func hostModule(r wazero.Runtime) wazero.HostModuleBuilder {

@@ -76,9 +76,20 @@ type kvSession struct {
 	ranges  []catalog.RangeCheck
 	writes  map[string]staged // full key -> staged write
 	worder  []string
-	dKeys   int64          // staged change in key count
-	dBytes  int64          // staged change in key+value bytes
-	baseLen map[string]int // full key -> committed value length (-1 absent)
+	dKeys   int64           // staged change in key count
+	dBytes  int64           // staged change in key+value bytes
+	baseLen map[string]int  // full key -> committed value length (-1 absent)
+	fences  []catalog.Check // fence checks of fenced puts (kv_put_fenced)
+}
+
+// addFence records the fence check of a fenced put (once per check).
+func (s *kvSession) addFence(c catalog.Check) {
+	for _, f := range s.fences {
+		if bytes.Equal(f.Key, c.Key) && f.Version == c.Version {
+			return
+		}
+	}
+	s.fences = append(s.fences, c)
 }
 
 func newSession(store catalog.Store, snap catalog.Reader, ns []byte, writable bool, u *usage, l *Limits) *kvSession {
@@ -284,6 +295,8 @@ func (s *kvSession) result(plugin string) *AckResult {
 	for _, k := range s.order {
 		res.Checks = append(res.Checks, catalog.Check{Key: []byte(k), Version: s.checks[k]})
 	}
+	// Fenced puts: the grant must still be current when the batch commits.
+	res.Checks = append(res.Checks, s.fences...)
 	res.RangeChecks = s.ranges
 	for _, k := range s.worder {
 		w := s.writes[k]

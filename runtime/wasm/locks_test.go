@@ -1,0 +1,294 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hostd-dev/hostd/builtin/locks"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/sched"
+	"github.com/hostd-dev/hostd/sdk/abi"
+)
+
+// These tests run the leases test plugin against the real lease service
+// (builtin/locks) on real Badger. serviceLocks adapts the service the way
+// host/plugins.go does (test files are exempt from the layer table).
+
+type serviceLocks struct{ s *locks.Service }
+
+func (p serviceLocks) Acquire(ctx context.Context, r LeaseRequest) (abi.Lease, error) {
+	g, err := p.s.Acquire(ctx, locks.AcquireRequest{Keys: r.Keys, TTL: r.TTL, Owner: r.Owner,
+		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey})
+	if err != nil {
+		return abi.Lease{}, testLockErr(err)
+	}
+	return testLeaseOf(g), nil
+}
+
+func (p serviceLocks) Renew(ctx context.Context, id, token string, ttl time.Duration) (abi.Lease, error) {
+	g, err := p.s.Renew(ctx, id, token, ttl)
+	if err != nil {
+		return abi.Lease{}, testLockErr(err)
+	}
+	return testLeaseOf(g), nil
+}
+
+func (p serviceLocks) Release(ctx context.Context, id, token string) error {
+	return testLockErr(p.s.Release(ctx, id, token))
+}
+
+func (p serviceLocks) CheckFence(key abi.ResourceKey, fence uint64) error {
+	return testLockErr(p.s.CheckFence(key, fence))
+}
+
+func (p serviceLocks) FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+	c, err := p.s.FenceCheck(key, fence)
+	return c, testLockErr(err)
+}
+
+func testLeaseOf(g *locks.Grant) abi.Lease {
+	l := abi.Lease{ID: g.ID, Token: g.Token, TTLMillis: uint64(g.TTL / time.Millisecond), ExpiresAt: g.ExpiresAt.UnixNano()}
+	for _, k := range g.Keys {
+		l.Keys = append(l.Keys, abi.FencedKey{Key: k, Fence: g.Fence})
+	}
+	return l
+}
+
+func testLockErr(err error) error {
+	m := map[string]error{"locked": ErrLocked, "not_holder": ErrNotHolder, "not_found": ErrNotHolder,
+		"expired": ErrExpired, "invalid_key": ErrInvalidKey, "ttl_too_long": ErrInvalidLockArg, "invalid_argument": ErrInvalidLockArg}
+	if err == nil {
+		return nil
+	}
+	if s, ok := m[locks.ErrorCode(err)]; ok {
+		return errors.Join(s, err)
+	}
+	return err
+}
+
+type leaseEnv struct {
+	rt    *Runtime
+	store catalog.Store
+	svc   *locks.Service
+	clock *sched.FakeClock
+}
+
+func newLeaseEnv(t *testing.T) *leaseEnv {
+	t.Helper()
+	store := openStore(t)
+	clock := sched.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	svc, err := locks.Open(bg, locks.Options{Store: store, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	rt := mustRuntime(t, Config{Plugins: []Spec{{Name: "leases", Path: wasmtest.Build(t, "testdata/leases")}},
+		Store: store, Locks: serviceLocks{svc}, Defaults: Limits{PoolSize: 1}})
+	return &leaseEnv{rt: rt, store: store, svc: svc, clock: clock}
+}
+
+func leaseMsg(t *testing.T, fields map[string]any) *abi.Message {
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &abi.Message{ID: 1, Type: "Lease", Payload: b, Attempt: 1}
+}
+
+var jobX = abi.ResourceKey{Domain: "job", Key: "x", Mode: abi.Exclusive}
+
+// pluginKV reads the leases plugin's committed key.
+func (e *leaseEnv) pluginKV(t *testing.T, key string) ([]byte, bool) {
+	t.Helper()
+	v, _, err := e.rt.KVGet(bg, "leases", []byte(key))
+	if errors.Is(err, catalog.ErrNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, true
+}
+
+// fencedAck runs the "fenced" callback and returns its result and fence.
+func (e *leaseEnv) fencedAck(t *testing.T, ttl time.Duration) (*AckResult, uint64) {
+	t.Helper()
+	res, err := e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "fenced", "lock": "x", "key": "k", "value": "v1", "ttl_ms": ttl.Milliseconds()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fence uint64
+	for _, op := range res.Ops {
+		if strings.HasSuffix(string(op.Key), "/lease/x") {
+			var rec struct{ Fence uint64 }
+			if err := json.Unmarshal(op.Value, &rec); err != nil {
+				t.Fatal(err)
+			}
+			fence = rec.Fence
+		}
+	}
+	if fence == 0 || len(res.Ops) != 2 {
+		t.Fatalf("fenced ack staged %d ops, fence %d", len(res.Ops), fence)
+	}
+	// The fence's check is among the Checks: the grant record.
+	check, err := e.svc.FenceCheck(jobX, fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range res.Checks {
+		if string(c.Key) == string(check.Key) && c.Version == check.Version {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("fence check %q not in the staged Checks %v", check.Key, res.Checks)
+	}
+	return res, fence
+}
+
+func TestFencedPutCommitsWithCurrentFence(t *testing.T) {
+	e := newLeaseEnv(t)
+	res, fence := e.fencedAck(t, time.Minute)
+	if err := commit(bg, e.store, res); err != nil {
+		t.Fatalf("commit with the current fence: %v", err)
+	}
+	if v, ok := e.pluginKV(t, "k"); !ok || string(v) != "v1" {
+		t.Fatalf("k = %q %v", v, ok)
+	}
+	// The plugin's lease is an ordinary grant, owned by the plugin.
+	kv, err := e.svc.Inspect(jobX)
+	if err != nil || len(kv.Holders) != 1 || kv.Holders[0].Owner != "leases" || kv.Holders[0].Fence != fence || kv.Holders[0].Meta["plugin"] != "leases" {
+		t.Fatalf("inspect: %+v %v", kv, err)
+	}
+}
+
+func TestFencedPutStaleAfterForceRelease(t *testing.T) {
+	e := newLeaseEnv(t)
+	res, fence := e.fencedAck(t, time.Minute)
+	if _, err := e.svc.ForceRelease(bg, jobX, "", "test eviction", "tester"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := e.svc.Acquire(bg, locks.AcquireRequest{Keys: []abi.ResourceKey{jobX}, Owner: "other"})
+	if err != nil || g.Fence <= fence {
+		t.Fatalf("re-acquire: %+v %v (stale fence %d)", g, err, fence)
+	}
+	if err := commit(bg, e.store, res); !isConflict(err) {
+		t.Fatalf("commit with the stale fence: %v, want a conflict", err)
+	}
+	for _, k := range []string{"k", "lease/x"} {
+		if _, ok := e.pluginKV(t, k); ok {
+			t.Fatalf("%s was written by a batch with a stale fence", k)
+		}
+	}
+	// A new attempt staging with the stale fence fails at once.
+	_, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "put-with-fence", "lock": "x", "key": "k", "value": "v2", "fence": fence}))
+	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "[not_holder]") {
+		t.Fatalf("stale fenced put: %v", err)
+	}
+	// The new holder's fence works.
+	res, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "put-with-fence", "lock": "x", "key": "k", "value": "v3", "fence": g.Fence}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(bg, e.store, res); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := e.pluginKV(t, "k"); string(v) != "v3" {
+		t.Fatalf("k = %q", v)
+	}
+}
+
+func TestFencedPutStaleAfterExpiry(t *testing.T) {
+	e := newLeaseEnv(t)
+	res, fence := e.fencedAck(t, time.Second)
+	e.clock.Advance(2 * time.Second)
+	// Once the expiry has deleted the grant, someone else gets the key.
+	var g *locks.Grant
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var err error
+		g, err = e.svc.Acquire(bg, locks.AcquireRequest{Keys: []abi.ResourceKey{jobX}, Owner: "other"})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, locks.ErrLocked) || time.Now().After(deadline) {
+			t.Fatalf("acquire after expiry: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g.Fence <= fence {
+		t.Fatalf("new fence %d <= expired fence %d", g.Fence, fence)
+	}
+	if err := commit(bg, e.store, res); !isConflict(err) {
+		t.Fatalf("commit after the lease expired: %v, want a conflict", err)
+	}
+	if _, ok := e.pluginKV(t, "k"); ok {
+		t.Fatal("k written with an expired fence")
+	}
+}
+
+func TestLeaseHostFunctions(t *testing.T) {
+	e := newLeaseEnv(t)
+	// acquire, check, renew, wrong-token release, release, release again,
+	// check the released fence: all asserted inside the guest.
+	if _, err := e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "cycle", "lock": "c"})); err != nil {
+		t.Fatal(err)
+	}
+	if kv, _ := e.svc.Inspect(abi.ResourceKey{Domain: "job", Key: "c"}); len(kv.Holders) != 0 {
+		t.Fatalf("released lease still held: %+v", kv)
+	}
+
+	held, err := e.svc.Acquire(bg, locks.AcquireRequest{Keys: []abi.ResourceKey{{Domain: "job", Key: "busy", Mode: abi.Exclusive}},
+		Owner: "operator", Meta: map[string]string{"why": "maintenance"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "acquire", "lock": "busy", "ttl_ms": 1000}))
+	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "[locked]") || !strings.Contains(err.Error(), "operator") {
+		t.Fatalf("acquire of a held key: %v", err)
+	}
+	_, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "acquire", "lock": "big", "ttl_ms": time.Hour.Milliseconds()}))
+	if !strings.Contains(err.Error(), "[invalid]") {
+		t.Fatalf("ttl over the maximum: %v", err)
+	}
+	_, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "bad-key"}))
+	if !strings.Contains(err.Error(), "[invalid_key]") {
+		t.Fatalf("bad key: %v", err)
+	}
+
+	// Validators are read-only: fences may be checked, leases not taken.
+	if err := e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "busy", "fence": held.Fence}), nil); err != nil {
+		t.Fatalf("validator check of a live fence: %v", err)
+	}
+	err = e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "busy", "fence": held.Fence - 1}), nil)
+	if err == nil || !strings.Contains(err.Error(), "[not_holder]") {
+		t.Fatalf("validator check of a wrong fence: %v", err)
+	}
+	err = e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "acquire", "lock": "v"}), nil)
+	if err == nil || !strings.Contains(err.Error(), "[read_only]") {
+		t.Fatalf("validator acquire: %v", err)
+	}
+	if list := e.svc.List(0, 100); len(list) != 1 {
+		t.Fatalf("grants after the validator: %+v", list)
+	}
+}
+
+// A runtime without lease locks still loads plugins that import the lock
+// functions (and ones that do not); the calls fail as unavailable.
+func TestLeaseFunctionsWithoutLocks(t *testing.T) {
+	rt := mustRuntime(t, Config{Plugins: []Spec{{Name: "leases", Path: wasmtest.Build(t, "testdata/leases")},
+		{Name: "echo", Path: echoWasm(t)}}, Store: openStore(t), Defaults: Limits{PoolSize: 1}})
+	_, err := rt.Ack(bg, leaseMsg(t, map[string]any{"op": "acquire", "lock": "x", "ttl_ms": 1000}))
+	if err == nil || !strings.Contains(err.Error(), "not configured") {
+		t.Fatalf("acquire without locks: %v", err)
+	}
+	if _, err := rt.Ack(bg, msg("Echo", "ok")); err != nil {
+		t.Fatal(err)
+	}
+}
