@@ -60,6 +60,24 @@
 //	sdk.SpanAttr(key, value)
 //	sdk.Now() time.Time                         // real wall clock
 //
+// # Lease locks and fences
+//
+//	l, err := sdk.AcquireLease(keys, ttl)        // all or nothing, never waits: ErrLocked
+//	fence, _ := l.FenceOf("job", "x")
+//	err = sdk.KVPutFenced(key, value, lockKey, fence) // commits only while fence is current
+//	err = l.Renew(ttl)                           // ErrExpired once the TTL passed
+//	err = l.Release()                            // ErrNotHolder if it went to someone else
+//	err = sdk.CheckFence(lockKey, fence)         // ErrNotHolder when stale
+//
+// A plugin's leases are hostd's lease-lock grants (owner: the plugin's
+// name unless LeaseRequest.Owner is set). Acquire, renew, release and
+// fenced puts are for ack callbacks; the other handlers are read-only and
+// may only CheckFence. A fenced put's fence is re-checked in the
+// transaction that commits the callback's writes: a lease lost in between
+// makes the commit conflict, nothing is written and the callback runs
+// again. Acquiring never blocks (a host call must not hold the instance);
+// return the ErrLocked error and the callback is retried with backoff.
+//
 // Handlers of one instance run one at a time; the host runs several
 // instances of a plugin concurrently, so package-level variables are
 // per-instance caches, never shared state: keep state in KV.

@@ -43,6 +43,19 @@
 // committed usage (refreshed at most every Config.QuotaRefresh) plus the
 // call's own staged writes.
 //
+// # Lease locks and fences
+//
+// Config.Locks (the lease service, adapted by host) serves lock_acquire,
+// lock_renew, lock_release, fence_check and kv_put_fenced (locks.go).
+// Acquires never wait. Only ack callbacks may change leases or write
+// fenced; other handlers may only check fences (status read_only). A
+// fenced put checks the fence at once and appends the catalog.Check from
+// Locks.FenceCheck to AckResult.Checks, so committing the result re-checks
+// the fence in the same transaction as the write. Errors wrapping
+// ErrLocked, ErrNotHolder, ErrExpired, ErrInvalidKey and ErrInvalidLockArg
+// reach the guest as stable statuses. PolicyPlugin(name) names the plugin
+// serving a mapping policy (for the mapping's errors about its output).
+//
 // # Implementation notes
 //
 // Each plugin version has its own wazero.Runtime (so memory limits are per
