@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -290,5 +293,103 @@ func TestLeaseFunctionsWithoutLocks(t *testing.T) {
 	}
 	if _, err := rt.Ack(bg, msg("Echo", "ok")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Fenced puts racing operators' force-releases (under -race): a commit
+// that starts after the fence was evicted never succeeds, and the KV holds
+// exactly the last successful commit's value.
+func TestFencedPutHammer(t *testing.T) {
+	e := newLeaseEnv(t)
+	e.rt.Close()
+	e.rt = mustRuntime(t, Config{Plugins: []Spec{{Name: "leases", Path: wasmtest.Build(t, "testdata/leases")}},
+		Store: e.store, Locks: serviceLocks{e.svc}, Defaults: Limits{PoolSize: 2}})
+	const workers, iters = 2, 40
+	var evicted sync.Map // fence -> true once ForceRelease returned
+	stop := make(chan struct{})
+	evictorDone := make(chan struct{})
+	go func() {
+		defer close(evictorDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := abi.ResourceKey{Domain: "job", Key: fmt.Sprintf("h%d", i%workers)}
+			view, err := e.svc.Inspect(key)
+			if err != nil || len(view.Holders) == 0 {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			hv := view.Holders[0]
+			if _, err := e.svc.ForceRelease(bg, key, hv.GrantID, "hammer", "tester"); err == nil {
+				evicted.Store(hv.Fence, true)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var commits, conflicts atomic.Int64
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lock := fmt.Sprintf("h%d", w)
+			key := abi.ResourceKey{Domain: "job", Key: lock}
+			last := ""
+			for i := 0; i < iters; i++ {
+				val := fmt.Sprintf("v%d", i)
+				b, _ := json.Marshal(map[string]any{"op": "fenced", "lock": lock, "key": "k" + lock, "value": val, "ttl_ms": 60000})
+				res, err := e.rt.Ack(bg, &abi.Message{ID: 1, Type: "Lease", Payload: b, Attempt: 1})
+				if err != nil {
+					if strings.Contains(err.Error(), "[not_holder]") {
+						continue // evicted between acquire and the fenced put
+					}
+					errs <- err
+					return
+				}
+				var fence uint64
+				for _, op := range res.Ops {
+					if strings.HasSuffix(string(op.Key), "/lease/"+lock) {
+						var rec struct{ Fence uint64 }
+						_ = json.Unmarshal(op.Value, &rec)
+						fence = rec.Fence
+					}
+				}
+				_, evictedBefore := evicted.Load(fence)
+				err = commit(bg, e.store, res)
+				switch {
+				case err == nil && evictedBefore:
+					errs <- fmt.Errorf("commit with fence %d succeeded after its eviction", fence)
+					return
+				case err == nil:
+					last = val
+					commits.Add(1)
+				case isConflict(err):
+					conflicts.Add(1)
+				default:
+					errs <- err
+					return
+				}
+				// Free the key for the next iteration (the evictor may have).
+				_, _ = e.svc.ForceRelease(bg, key, "", "next", "worker")
+			}
+			v, _, err := e.rt.KVGet(bg, "leases", []byte("k"+lock))
+			if last != "" && (err != nil || string(v) != last) {
+				errs <- fmt.Errorf("k%s = %q (%v), want the last committed %q", lock, v, err, last)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-evictorDone
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d commits, %d conflicts (fence evicted before the commit)", commits.Load(), conflicts.Load())
+	if commits.Load() == 0 {
+		t.Error("no fenced commit succeeded")
 	}
 }
