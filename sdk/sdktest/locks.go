@@ -19,6 +19,8 @@ import (
 // changes take effect at once (they are not staged with the callback's KV
 // writes, as in hostd, where a grant is the lock service's record).
 
+var _ sdk.LockBackend = backend{}
+
 // DefaultLeaseTTL is the TTL of a lease requested with TTL 0.
 const DefaultLeaseTTL = 30 * time.Second
 
