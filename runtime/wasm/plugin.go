@@ -266,8 +266,11 @@ func sig(params, results []api.ValueType) string {
 // injection for the crash-loop backoff test).
 var testStartFault atomic.Pointer[func(plugin string) error]
 
-// initTimeout is the least time _initialize gets.
-const initTimeout = 10 * time.Second
+// initTimeout is the least time _initialize gets. A Go guest's runtime
+// start normally takes milliseconds, but on an overloaded 2-core machine
+// (parallel race-enabled test packages) 10 s was seen to run out; the bound
+// only exists to stop a guest that never returns from init.
+const initTimeout = 30 * time.Second
 
 // instantiate creates an instance and runs _initialize. first records the
 // registrations; later instances must register exactly the same handlers.
