@@ -359,9 +359,9 @@ type producer struct {
 	acked uint64 // highest acknowledged seq
 }
 
-func (p *producer) run(c *client.Client, st *soakStats, stop <-chan struct{}) {
+func (p *producer) run(c *client.Client, st *soakStats, stop <-chan struct{}, until uint64) {
 	vc := fmt.Sprintf("%s/%d", soakTopic, p.queue)
-	for {
+	for until == 0 || p.acked < until {
 		select {
 		case <-stop:
 			return
@@ -512,7 +512,7 @@ func TestSoak(t *testing.T) {
 		spawn(func() { runLockWorkers(c, fm, st, stop) })
 		if topicMade {
 			for _, p := range prods {
-				spawn(func() { p.run(c, st, stop) })
+				spawn(func() { p.run(c, st, stop, 0) })
 			}
 			spawn(func() { runRemaps(c, st, stop) })
 		}
@@ -588,15 +588,7 @@ func TestSoak(t *testing.T) {
 	go func() { cons.run(c, st, stopCons); close(consDone) }()
 	runBroadcasters(t, c, l, st, make(chan struct{}), false)
 	for _, p := range prods {
-		stopOne := make(chan struct{})
-		target := p.next // the pending seq, if any, must land once
-		go func() {
-			for p.acked < target {
-				time.Sleep(5 * time.Millisecond)
-			}
-			close(stopOne)
-		}()
-		p.run(c, st, stopOne)
+		p.run(c, st, make(chan struct{}), p.next) // the pending seq, if any, lands once
 	}
 	close(stopCons)
 	<-consDone
@@ -633,6 +625,9 @@ func TestSoak(t *testing.T) {
 	for _, tk := range tasks {
 		if tk.State == "TOMBSTONE" {
 			r.completed++
+		}
+		if tk.Attempts > 1 {
+			r.retriedCallbacks++
 		}
 		if ids[tk.ID] == "" {
 			r.bcErrors = append(r.bcErrors, fmt.Sprintf("task %d (%s) belongs to no acknowledged key", tk.ID, tk.State))
@@ -738,6 +733,14 @@ func TestSoak(t *testing.T) {
 			if strings.HasPrefix(line, "panic:") || strings.Contains(line, "api handler panicked") {
 				r.panics = true
 			}
+			if strings.Contains(line, `msg="plugin call failed"`) {
+				switch {
+				case strings.Contains(line, "injected trap"):
+					r.traps++
+				case strings.Contains(line, "call timeout"):
+					r.timeouts++
+				}
+			}
 		}
 	}
 	out := r.String()
@@ -778,20 +781,21 @@ func readAll(t *testing.T, c *client.Client, vc string, fn func(api.MessageJSON)
 }
 
 type soakReport struct {
-	dur                            time.Duration
-	restarts, randomKills          int
-	crashed                        map[string]int
-	st                             *soakStats
-	issued, acked, completed       int
-	bcErrors                       []string
-	duplicated, lost, vcDups       int
-	fenceViolations                int
-	fenceNotes                     []string
-	queueGaps, queueDups, appended int
-	queueNotes                     []string
-	adminErrs                      []string
-	neverHit                       []string
-	panics                         bool
+	dur                               time.Duration
+	restarts, randomKills             int
+	crashed                           map[string]int
+	st                                *soakStats
+	issued, acked, completed          int
+	bcErrors                          []string
+	duplicated, lost, vcDups          int
+	fenceViolations                   int
+	fenceNotes                        []string
+	queueGaps, queueDups, appended    int
+	queueNotes                        []string
+	adminErrs                         []string
+	neverHit                          []string
+	traps, timeouts, retriedCallbacks int
+	panics                            bool
 }
 
 func (r *soakReport) failed() bool {
@@ -814,6 +818,7 @@ func (r *soakReport) String() string {
 	w("  total operations:                 %d", ops)
 	w("  broadcasts issued / acknowledged / completed once: %d / %d / %d (submits incl. retries %d, consumer acks %d)",
 		r.issued, r.acked, r.completed, r.st.submits.Load(), r.st.acks.Load())
+	w("  plugin faults: %d traps, %d call timeouts logged; %d broadcasts needed more than one callback attempt", r.traps, r.timeouts, r.retriedCallbacks)
 	w("  duplicate effects (must be 0):    %d", r.duplicated)
 	w("  lost effects (must be 0):         %d", r.lost)
 	w("  broadcast twice on a vchannel (must be 0): %d", r.vcDups)
