@@ -792,7 +792,6 @@ type soakReport struct {
 	fenceNotes                        []string
 	queueGaps, queueDups, appended    int
 	queueNotes                        []string
-	adminErrs                         []string
 	neverHit                          []string
 	traps, timeouts, retriedCallbacks int
 	panics                            bool
