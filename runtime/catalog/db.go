@@ -106,6 +106,9 @@ func Open(opts Options) (*DB, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("catalog: create data directory %s: %w", dir, err)
 		}
+		if err := removeEmptyLogFiles(dir, opts.Logger); err != nil {
+			return nil, err
+		}
 	}
 	bo := badgerOptions(opts, dir)
 	bdb, err := badger.OpenManaged(bo)
