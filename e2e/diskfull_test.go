@@ -2,18 +2,22 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hostd-dev/hostd/client"
 )
 
 // TestNoRoomForTheCatalog: hostd started where the catalog's files cannot
 // grow (RLIMIT_FSIZE below Badger's preallocated value-log file, the way a
 // nearly full disk refuses it) exits at once with a clear error naming
-// the file, without a panic or a hang. (Known gap, docs/reliability.md: a
-// second start on that data directory, with room, still fails, because
-// Badger left an empty value-log file behind.)
+// the file, without a panic or a hang; once there is room again, the next
+// start on the same data directory works (Badger's empty value-log file
+// left by the failed start is removed by the catalog).
 func TestNoRoomForTheCatalog(t *testing.T) {
 	dir := t.TempDir()
 	addr := freePort(t)
@@ -36,5 +40,16 @@ func TestNoRoomForTheCatalog(t *testing.T) {
 	s := string(out)
 	if !strings.Contains(s, "open catalog") || !strings.Contains(s, "file too large") || strings.Contains(s, "panic") {
 		t.Fatalf("want a clear catalog error, got:\n%s", s)
+	}
+
+	c, err := client.New("http://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := start(t, cfg, addr, filepath.Join(dir, "second.log"))
+	defer d.stop(t)
+	if !d.waitReady(t, c) {
+		log, _ := os.ReadFile(filepath.Join(dir, "second.log"))
+		t.Fatalf("second start, with room, failed:\n%s", log)
 	}
 }
