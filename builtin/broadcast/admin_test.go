@@ -76,7 +76,7 @@ func TestAbandonAndRetry(t *testing.T) {
 	if in, _ := v.e.Get(r.ID); in.State != StateFailed || in.Abandoned == nil {
 		t.Fatalf("after restart: %+v", in)
 	}
-	in, err = v.e.Retry(ctx, r.ID)
+	_, err = v.e.Retry(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,6 @@ func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 		t.mu.Unlock()
 	}
 	var ops []catalog.Op
-	var found []*task
 	const page = 256
 	for vc, ids := range need {
 		at := from[vc]
@@ -256,7 +255,6 @@ func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 				}
 				w.t.mu.Unlock()
 				ops = append(ops, catalog.Op{Key: cpKey(id, vc), Value: mustJSON(&cp)})
-				found = append(found, w.t)
 				e.log.Info("recovered append without checkpoint", "id", id, "vchannel", vc, "offset", ent.Offset)
 			}
 			if len(ents) == 0 {

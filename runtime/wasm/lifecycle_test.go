@@ -192,12 +192,12 @@ func TestSpans(t *testing.T) {
 	s := spans[0]
 	attrs := map[string]string{}
 	for _, a := range s.Attributes() {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	if attrs["hostd.plugin"] != "echo" || attrs["hostd.message.type"] != "Echo" || attrs["echo.attr"] != "x1" {
 		t.Fatalf("attrs = %v", attrs)
 	}
-	if len(s.Events()) != 1 || s.Events()[0].Name != "echo.event" || s.Events()[0].Attributes[0].Value.Emit() != "x1" {
+	if len(s.Events()) != 1 || s.Events()[0].Name != "echo.event" || s.Events()[0].Attributes[0].Value.String() != "x1" {
 		t.Fatalf("events = %+v", s.Events())
 	}
 	if spans[1].Status().Code != 1 /* codes.Error */ || len(spans[1].Events()) == 0 {
