@@ -75,7 +75,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("hostd: %s (%d %s): %s", e.Code, e.Status, http.StatusText(e.Status), e.Message)
+	return fmt.Sprintf("%s (%d %s): %s", e.Code, e.Status, http.StatusText(e.Status), e.Message)
 }
 
 // HasCode reports whether err is an *Error with the given code.

@@ -9,7 +9,7 @@ import (
 func (s *Server) registerBuiltins() {
 	s.Handle("GET /healthz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	}, WithoutTrace())
 	s.Handle("GET /readyz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
 		if s.closing.Load() {
 			return Unavailable("shutting down")
@@ -20,12 +20,12 @@ func (s *Server) registerBuiltins() {
 			}
 		}
 		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
+	}, WithoutTrace())
 	if s.opts.Metrics != nil {
 		s.Handle("GET /metrics", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 			s.opts.Metrics.ServeHTTP(w, r)
 			return nil
-		})
+		}, WithoutTrace())
 	}
 	v := s.opts.Version
 	if v.GoVersion == "" {

@@ -85,8 +85,14 @@ type Route struct {
 type RouteOption func(*route)
 
 type route struct {
-	timeout time.Duration // <0: none
+	timeout  time.Duration // <0: none
+	untraced bool
 }
+
+// WithoutTrace serves a route without a span: probes and scrapes
+// (/healthz, /readyz, /metrics) arrive every few seconds and would bury
+// the broadcasts in the trace files. The route still gets metrics and logs.
+func WithoutTrace() RouteOption { return func(r *route) { r.untraced = true } }
 
 // WithTimeout overrides the request timeout of one route (e.g. a long poll).
 // d < 0 means no deadline (streams such as backups); the client's
@@ -427,10 +433,14 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 		attribute.String("http.request.method", method),
 		attribute.String("http.route", path),
 	}
+	tracer := s.tracer
+	if rt.untraced {
+		tracer = tracenoop.NewTracerProvider().Tracer("")
+	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ctx := s.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := s.tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(routeAttrs...))
 		defer span.End()
 		s.inflight.Add(ctx, 1, metric.WithAttributes(routeAttrs...))

@@ -404,6 +404,13 @@ func TestReadyzAndTracing(t *testing.T) {
 	if !found {
 		t.Error("no server span")
 	}
+	// Probes and scrapes are not traced (they would bury the broadcasts).
+	do(t, s, "GET", "/healthz", "", "")
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "GET /healthz" || sp.Name() == "GET /readyz" {
+			t.Errorf("probe traced: %s", sp.Name())
+		}
+	}
 }
 
 func TestShutdownWaitsForInFlight(t *testing.T) {
