@@ -159,44 +159,23 @@ func (s *kvSession) put(ctx context.Context, key, value []byte, del bool) error 
 		return errUnavailable
 	}
 	fk := s.full(key)
-	// The size before this write: the staged value, or the committed one
-	// (read once, which also makes it a checked read).
-	var before int
-	if w, ok := s.writes[string(fk)]; ok {
-		before = len(w.value)
-		if w.deleted {
-			before = -1
-		}
-	} else {
-		if _, seen := s.baseLen[string(fk)]; !seen {
-			if _, _, err := s.base(ctx, fk); err != nil {
-				return err
-			}
-		}
-		before = s.baseLen[string(fk)]
-	}
 	after := -1
 	if !del {
 		after = len(value)
 	}
-	dk, db := int64(0), int64(0)
-	if before < 0 && after >= 0 {
-		dk, db = 1, int64(len(fk)+after)
-	} else if before >= 0 && after < 0 {
-		dk, db = -1, -int64(len(fk)+before)
-	} else if before >= 0 {
-		db = int64(after - before)
-	}
-	if dk > 0 || db > 0 {
-		keys, bytes, err := s.usage.get(ctx, s.store, s.ns)
-		if err != nil {
+	// A put does not read the catalog: a write that was not read is not a
+	// checked read, and the quota is first checked assuming every key whose
+	// committed size is unknown was absent (an upper bound on the usage).
+	// Only when that bound exceeds a limit are the unknown sizes read, and
+	// the write is then checked exactly.
+	dk, db := s.delta(fk, after)
+	if s.overQuota(ctx, dk, db) != nil {
+		if err := s.resolve(ctx, fk); err != nil {
 			return err
 		}
-		if nk := keys + s.dKeys + dk; nk > s.limits.KVMaxKeys {
-			return fmt.Errorf("%w: %d keys would exceed the limit of %d", errQuota, nk, s.limits.KVMaxKeys)
-		}
-		if nb := bytes + s.dBytes + db; nb > s.limits.KVMaxBytes {
-			return fmt.Errorf("%w: %d bytes would exceed the limit of %d", errQuota, nb, s.limits.KVMaxBytes)
+		dk, db = s.delta(fk, after)
+		if err := s.overQuota(ctx, dk, db); err != nil {
+			return err
 		}
 	}
 	s.dKeys += dk
@@ -208,6 +187,80 @@ func (s *kvSession) put(ctx context.Context, key, value []byte, del bool) error 
 		s.worder = append(s.worder, string(fk))
 	}
 	s.writes[string(fk)] = staged{value: append([]byte(nil), value...), deleted: del}
+	return nil
+}
+
+// sizeDelta is the change in key count and key+value bytes when full key
+// fk goes from a value of size before to one of size after (-1 = absent).
+func sizeDelta(fk string, before, after int) (int64, int64) {
+	switch {
+	case before < 0 && after >= 0:
+		return 1, int64(len(fk) + after)
+	case before >= 0 && after < 0:
+		return -1, -int64(len(fk) + before)
+	case before >= 0:
+		return 0, int64(after - before)
+	}
+	return 0, 0
+}
+
+// delta is the usage change of writing fk (after = -1: delete) from the
+// session's current view of it: the staged value, else the committed size
+// if known, else assumed absent.
+func (s *kvSession) delta(fk []byte, after int) (int64, int64) {
+	before := -1
+	if w, ok := s.writes[string(fk)]; ok {
+		if !w.deleted {
+			before = len(w.value)
+		}
+	} else if n, ok := s.baseLen[string(fk)]; ok {
+		before = n
+	}
+	return sizeDelta(string(fk), before, after)
+}
+
+// overQuota reports (errQuota) whether the committed usage plus the staged
+// delta plus (dk, db) exceeds a limit. A write that does not grow usage
+// always fits.
+func (s *kvSession) overQuota(ctx context.Context, dk, db int64) error {
+	if dk <= 0 && db <= 0 {
+		return nil
+	}
+	keys, bytes, err := s.usage.get(ctx, s.store, s.ns)
+	if err != nil {
+		return err
+	}
+	if nk := keys + s.dKeys + dk; nk > s.limits.KVMaxKeys {
+		return fmt.Errorf("%w: %d keys would exceed the limit of %d", errQuota, nk, s.limits.KVMaxKeys)
+	}
+	if nb := bytes + s.dBytes + db; nb > s.limits.KVMaxBytes {
+		return fmt.Errorf("%w: %d bytes would exceed the limit of %d", errQuota, nb, s.limits.KVMaxBytes)
+	}
+	return nil
+}
+
+// resolve reads the committed size of fk and of every staged key whose
+// committed size is not known yet (each becomes a checked read), and
+// recomputes the staged delta exactly.
+func (s *kvSession) resolve(ctx context.Context, fk []byte) error {
+	for _, k := range append(append(make([]string, 0, len(s.worder)+1), s.worder...), string(fk)) {
+		if _, known := s.baseLen[k]; known {
+			continue
+		}
+		if _, _, err := s.base(ctx, []byte(k)); err != nil {
+			return err
+		}
+	}
+	s.dKeys, s.dBytes = 0, 0
+	for _, k := range s.worder {
+		after := -1
+		if w := s.writes[k]; !w.deleted {
+			after = len(w.value)
+		}
+		dk, db := sizeDelta(k, s.baseLen[k], after)
+		s.dKeys += dk
+		s.dBytes += db
+	}
 	return nil
 }
 

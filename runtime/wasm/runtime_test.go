@@ -88,7 +88,8 @@ func TestAckKVIsStagedAndCommittedByCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Plugin != "echo" || len(res.Ops) != 2 || len(res.Checks) != 2 || res.Checks[0].Version != 0 {
+	// Blind writes (keys not read) are not checked reads: no catalog read per put.
+	if res.Plugin != "echo" || len(res.Ops) != 2 || len(res.Checks) != 0 {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, _, err := r.KVGet(bg, "echo", []byte("a")); !errors.Is(err, catalog.ErrNotFound) {
@@ -145,7 +146,7 @@ func TestAckKVIsStagedAndCommittedByCaller(t *testing.T) {
 	}
 	// Delete is staged and committed the same way.
 	res, _ = r.Ack(bg, msg("Echo", "del a"))
-	if len(res.Ops) != 1 || !res.Ops[0].Delete || res.Checks[0].Version == 0 {
+	if len(res.Ops) != 1 || !res.Ops[0].Delete || len(res.Checks) != 0 {
 		t.Fatalf("del result %+v", res)
 	}
 	if err := commit(bg, store, res); err != nil {
@@ -191,7 +192,7 @@ func TestConflictingCallbacksAreDetected(t *testing.T) {
 func TestReadOnlyAndQuota(t *testing.T) {
 	store := openStore(t)
 	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t), Limits: Limits{KVMaxKeys: 2}}},
-		Store: store, Defaults: Limits{PoolSize: 1}})
+		Store: store, Defaults: Limits{PoolSize: 1}, QuotaRefresh: time.Nanosecond})
 	err := r.Validate(bg, msg("Echo", "write"), nil)
 	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("validator write: %v", err)
@@ -207,9 +208,43 @@ func TestReadOnlyAndQuota(t *testing.T) {
 	if err := commit(bg, store, res); err != nil {
 		t.Fatal(err)
 	}
-	// Overwriting an existing key does not need a new key slot.
-	if _, err := r.Ack(bg, msg("Echo", "put a=9")); err != nil {
+	// Overwriting an existing key does not need a new key slot: at the
+	// limit the committed sizes are read, and the reads become checks.
+	res, err = r.Ack(bg, msg("Echo", "put a=9"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(res.Checks) != 1 || string(res.Checks[0].Key) != string(NamespacePrefix("echo"))+"a" || res.Checks[0].Version == 0 {
+		t.Fatalf("checks of a put at the limit: %+v", res.Checks)
+	}
+	// A new key is still refused at the limit, after an overwrite that fits.
+	if _, err := r.Ack(bg, msg("Echo", "put a=9 c=3")); err == nil || !strings.Contains(err.Error(), "limit of 2") {
+		t.Fatalf("third key: %v", err)
+	}
+}
+
+func TestByteQuotaCountsOverwritesExactly(t *testing.T) {
+	store := openStore(t)
+	// "pkv/echo/a" is 10 bytes: the limit fits the key with a 10-byte value.
+	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t), Limits: Limits{KVMaxBytes: 20}}},
+		Store: store, Defaults: Limits{PoolSize: 1}, QuotaRefresh: time.Nanosecond})
+	if _, err := r.Ack(bg, msg("Echo", "put a=01234567890")); err == nil || !strings.Contains(err.Error(), "21 bytes would exceed the limit of 20") {
+		t.Fatalf("over the byte quota: %v", err)
+	}
+	res, err := r.Ack(bg, msg("Echo", "put a=0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(bg, store, res); err != nil {
+		t.Fatal(err)
+	}
+	// Overwrites within one call, then a same-size overwrite of the
+	// committed key: exactly at the limit, so it fits.
+	if _, err := r.Ack(bg, msg("Echo", "put a=0 a=9876543210")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Ack(bg, msg("Echo", "put a=98765432101")); err == nil || !strings.Contains(err.Error(), "21 bytes") {
+		t.Fatalf("growing the committed value past the limit: %v", err)
 	}
 }
 

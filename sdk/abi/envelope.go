@@ -244,6 +244,10 @@ func AppendAttrs(b []byte, attrs []Attr) []byte {
 
 // --- decoding ---
 
+// reader decodes an envelope. Field names (what, and a suffix such as
+// " length") describe the field in an error; they are joined only when a
+// decode fails, so reading a well-formed envelope builds no strings but its
+// fields.
 type reader struct {
 	b   []byte
 	err error
@@ -255,12 +259,21 @@ func (r *reader) fail(what string) {
 	}
 }
 
-func (r *reader) u8(what string) byte {
+// need reports whether n more bytes are there, failing with "truncated
+// <what><suffix>" if not.
+func (r *reader) need(n int, what, suffix string) bool {
 	if r.err != nil {
-		return 0
+		return false
 	}
-	if len(r.b) < 1 {
-		r.fail("truncated " + what)
+	if len(r.b) < n {
+		r.fail("truncated " + what + suffix)
+		return false
+	}
+	return true
+}
+
+func (r *reader) u8(what string) byte {
+	if !r.need(1, what, "") {
 		return 0
 	}
 	v := r.b[0]
@@ -268,12 +281,10 @@ func (r *reader) u8(what string) byte {
 	return v
 }
 
-func (r *reader) u32(what string) uint32 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 4 {
-		r.fail("truncated " + what)
+func (r *reader) u32(what string) uint32 { return r.u32s(what, "") }
+
+func (r *reader) u32s(what, suffix string) uint32 {
+	if !r.need(4, what, suffix) {
 		return 0
 	}
 	v := binary.LittleEndian.Uint32(r.b)
@@ -282,11 +293,7 @@ func (r *reader) u32(what string) uint32 {
 }
 
 func (r *reader) u64(what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	if len(r.b) < 8 {
-		r.fail("truncated " + what)
+	if !r.need(8, what, "") {
 		return 0
 	}
 	v := binary.LittleEndian.Uint64(r.b)
@@ -294,13 +301,19 @@ func (r *reader) u64(what string) uint64 {
 	return v
 }
 
-func (r *reader) raw(what string) []byte {
-	n := r.u32(what + " length")
+// raw returns the next length-prefixed field, aliasing the input.
+func (r *reader) raw(what, suffix string) []byte {
 	if r.err != nil {
 		return nil
 	}
+	if len(r.b) < 4 {
+		r.fail("truncated " + what + suffix + " length")
+		return nil
+	}
+	n := binary.LittleEndian.Uint32(r.b)
+	r.b = r.b[4:]
 	if uint64(n) > uint64(len(r.b)) {
-		r.fail(what + " length past end")
+		r.fail(what + suffix + " length past end")
 		return nil
 	}
 	v := r.b[:n:n]
@@ -308,10 +321,10 @@ func (r *reader) raw(what string) []byte {
 	return v
 }
 
-func (r *reader) str(what string) string { return string(r.raw(what)) }
+func (r *reader) str(what string) string { return string(r.raw(what, "")) }
 
 func (r *reader) bytes(what string) []byte {
-	v := r.raw(what)
+	v := r.raw(what, "")
 	if v == nil {
 		return nil
 	}
@@ -321,7 +334,7 @@ func (r *reader) bytes(what string) []byte {
 // count reads a list count and checks that count elements of at least
 // minSize bytes each fit in what is left.
 func (r *reader) count(what string, minSize int) int {
-	n := r.u32(what + " count")
+	n := r.u32s(what, " count")
 	if r.err != nil {
 		return 0
 	}
@@ -361,8 +374,8 @@ func (r *reader) strMap(what string) map[string]string {
 	}
 	m := make(map[string]string, n)
 	for i := 0; i < n && r.err == nil; i++ {
-		k := r.str(what + " key")
-		m[k] = r.str(what + " value")
+		k := string(r.raw(what, " key"))
+		m[k] = string(r.raw(what, " value"))
 	}
 	return m
 }
