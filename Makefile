@@ -74,8 +74,9 @@ bench-full:
 .PHONY: soak
 # soak runs the chaos soak (e2e TestSoak, docs/reliability.md) for
 # SOAK_DURATION: the real binary SIGKILLed at random and at named
-# failpoints under a mixed workload, then checked. `make test` (CI) runs a
-# 40 s version; SOAK_REPORT=<file> also writes the printed summary there.
+# failpoints under a mixed workload, then checked. `make test` runs a 40 s
+# version (CI sets SOAK_DURATION=3m in .ci/run); SOAK_REPORT=<file> also
+# writes the printed summary there.
 SOAK_DURATION ?= 5m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 2h ./e2e/

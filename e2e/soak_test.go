@@ -24,8 +24,8 @@ import (
 // The chaos soak (docs/reliability.md): the real binary under a mixed
 // workload while it is SIGKILLed at random moments and at named failpoints,
 // and restarted, with plugin faults injected. SOAK_DURATION sets how long
-// the chaos phase runs (default 40s, what `make test` and CI run;
-// `make soak` runs minutes).
+// the chaos phase runs (default 40s, what `make test` runs; .ci/run sets
+// 3m; `make soak` runs 5m by default).
 
 // soakPoints are armed in turn, one per crashing round: every crash
 // window of the broadcast engine, the catalog committer, the WAL and remaps.
