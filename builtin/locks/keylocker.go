@@ -230,15 +230,7 @@ func (g *Guard) Unlock() {
 		if st == nil {
 			continue
 		}
-		for i, h := range st.holders {
-			if h == g {
-				last := len(st.holders) - 1
-				st.holders[i] = st.holders[last]
-				st.holders[last] = nil
-				st.holders = st.holders[:last]
-				break
-			}
-		}
+		st.holders = removeHolder(st.holders, g)
 		if len(st.holders) == 0 {
 			st.excl = false
 			if len(st.queue) == 0 {

@@ -134,3 +134,19 @@ func Canonicalize(keys []abi.ResourceKey) ([]abi.ResourceKey, error) {
 func conflicts(a, b abi.LockMode) bool {
 	return a == abi.Exclusive || b == abi.Exclusive
 }
+
+// removeHolder removes the first h from holders (order is not kept) and
+// clears the vacated slot so the removed holder can be collected. Both the
+// resource-key locker and the lease table keep their holders this way.
+func removeHolder[T comparable](holders []T, h T) []T {
+	for i, x := range holders {
+		if x == h {
+			last := len(holders) - 1
+			holders[i] = holders[last]
+			var zero T
+			holders[last] = zero
+			return holders[:last]
+		}
+	}
+	return holders
+}

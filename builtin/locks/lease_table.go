@@ -216,15 +216,7 @@ func (t *leaseTable) remove(g *lgrant) {
 		if st == nil {
 			continue
 		}
-		for i, h := range st.holders {
-			if h == g {
-				last := len(st.holders) - 1
-				st.holders[i] = st.holders[last]
-				st.holders[last] = nil
-				st.holders = st.holders[:last]
-				break
-			}
-		}
+		st.holders = removeHolder(st.holders, g)
 		if len(st.holders) == 0 {
 			st.excl = false
 		}
