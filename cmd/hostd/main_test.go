@@ -136,7 +136,38 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("hostd did not start listening:\n%s", d.Logs())
 	}
+	d.waitReady(t)
 	return d
+}
+
+// waitReady polls /readyz until it answers 200. The API listens before
+// recovery and plugin loading finish (so /readyz can say what it waits
+// for), so a test that talks to the daemon right after it listens must
+// wait for readiness first.
+func (d *daemon) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		select {
+		case <-d.done:
+			t.Fatalf("hostd exited before it was ready:\n%s", d.Logs())
+		default:
+		}
+		res, err := http.Get(d.addr + "/readyz")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+			last = fmt.Sprintf("%d %s", res.StatusCode, b)
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("hostd not ready after 30s (last /readyz: %s):\n%s", last, d.Logs())
 }
 
 // stop sends SIGINT and returns the exit code.
