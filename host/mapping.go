@@ -55,6 +55,11 @@ func openMapping(ctx context.Context, h *Host) error {
 	if err != nil {
 		return err
 	}
+	if moved, dropped, err := m.MigrateGroupOffsets(ctx); err != nil {
+		return err
+	} else if moved+dropped > 0 {
+		h.Logger().Info("mapping: moved group offsets to the per-topic layout", "moved", moved, "dropped", dropped)
+	}
 	if err := ensureVChannelTopics(ctx, m, h.Config().Broadcast.Vchannels); err != nil {
 		return err
 	}
@@ -172,7 +177,7 @@ func (t topicHandler) Ack(ctx context.Context, call *broadcast.AckCall) (broadca
 	if p.NoChange {
 		return broadcast.AckResult{}, nil
 	}
-	return broadcast.AckResult{Checks: p.Checks, Ops: p.Ops}, nil
+	return broadcast.AckResult{Checks: p.Checks, RangeChecks: p.RangeChecks, Ops: p.Ops}, nil
 }
 
 func permanentMappingError(err error) bool {

@@ -1,9 +1,7 @@
 package mapping
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,19 +83,11 @@ func (m *Mapping) Describe(ctx context.Context, topic string) (ti *TopicInfo, er
 			}
 			ti.Queues = append(ti.Queues, qi)
 		}
-		// Consumer groups with offsets on this topic.
-		return r.Scan([]byte(prefixGroup), []byte(catalog.NSMapping+"g0"), func(kv catalog.KV) error {
-			rest := kv.Key[len(prefixGroup):]
-			g, tq, ok := bytes.Cut(rest, []byte{0})
-			if !ok {
-				return nil
-			}
-			t, qb, ok := bytes.Cut(tq, []byte{0})
-			if !ok || string(t) != topic || len(qb) != 4 {
-				return nil
-			}
-			id := int(binary.BigEndian.Uint32(qb))
-			if id >= len(ti.Queues) {
+		// Consumer groups with offsets on this topic: one range.
+		gs, ge := groupRange(topic)
+		return r.Scan(gs, ge, func(kv catalog.KV) error {
+			g, id, ok := parseGroupKey(topic, kv.Key)
+			if !ok || id >= len(ti.Queues) {
 				return nil
 			}
 			var rec groupRecord
@@ -105,7 +95,7 @@ func (m *Mapping) Describe(ctx context.Context, topic string) (ti *TopicInfo, er
 				return &catalog.DecodeError{Key: kv.Key, Err: err}
 			}
 			q := ti.Queues[id]
-			go_ := GroupOffset{Group: string(g), VChannel: q.VChannel, Committed: true, Offset: rec.Offset, At: rec.At, Min: q.Min, Max: q.Max}
+			go_ := GroupOffset{Group: g, VChannel: q.VChannel, Committed: true, Offset: rec.Offset, At: rec.At, Min: q.Min, Max: q.Max}
 			go_.Expired = go_.Offset < go_.Min
 			if go_.Offset < go_.Max {
 				go_.Lag = go_.Max - go_.Offset

@@ -16,13 +16,15 @@ import (
 //
 //	mp/t/<topic>                      topic record (JSON)
 //	mp/q/<topic>\x00<queue BE4>       one logic queue: its segments (JSON)
-//	mp/g/<group>\x00<topic>\x00<q BE4> consumer group offset
+//	mp/o/<topic>\x00<group>\x00<q BE4> consumer group offset
 //	mp/p/<topic>\x00<q BE4><producer> producer idempotency state
+//	mp/g/<group>\x00<topic>\x00<q BE4> legacy group offset (moved to mp/o/ by MigrateGroupOffsets)
 const (
-	prefixTopic    = catalog.NSMapping + "t/"
-	prefixQueue    = catalog.NSMapping + "q/"
-	prefixGroup    = catalog.NSMapping + "g/"
-	prefixProducer = catalog.NSMapping + "p/"
+	prefixTopic       = catalog.NSMapping + "t/"
+	prefixQueue       = catalog.NSMapping + "q/"
+	prefixOffset      = catalog.NSMapping + "o/"
+	prefixProducer    = catalog.NSMapping + "p/"
+	prefixLegacyGroup = catalog.NSMapping + "g/"
 )
 
 // ControlTopic is the topic of the control channel "_control/0".

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 
@@ -108,6 +109,9 @@ type Plan struct {
 	Moved    []int  // remap: logic queues moved
 	Ops      []catalog.Op
 	Checks   []catalog.Check
+	// RangeChecks: a delete's check that no group offset of the topic
+	// was written after its snapshot.
+	RangeChecks []catalog.RangeCheck
 	// Created and Sealed physical queues (the WAL learns of them through
 	// Mapping.Refresh after the commit).
 	Created, Sealed []string
@@ -116,7 +120,9 @@ type Plan struct {
 }
 
 // Batch returns the plan as a catalog batch.
-func (p *Plan) Batch() *catalog.Batch { return &catalog.Batch{Checks: p.Checks, Ops: p.Ops} }
+func (p *Plan) Batch() *catalog.Batch {
+	return &catalog.Batch{Checks: p.Checks, RangeChecks: p.RangeChecks, Ops: p.Ops}
+}
 
 // Validate checks c against snapshot r without writing anything: the
 // broadcast validator of topic.* messages. The policy runs here too, so a
@@ -336,7 +342,21 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 				p.Dropped = append(p.Dropped, s.PhysicalQueue())
 			}
 		}
+		// Group offsets and producer states go in the same commit: a topic
+		// created later under the same name starts without them.
+		if err := deleteTopicOffsets(r, c.Topic, p); err != nil {
+			return nil, err
+		}
 		p.Epoch = t.Epoch + 1
+		if !dry {
+			// Appends and group commits wait while the delete commits, so
+			// a stream of them cannot starve its checks.
+			all := make([]int, len(cur.queues))
+			for i := range all {
+				all[i] = i
+			}
+			m.holdQueues(c.Topic, all, cur)
+		}
 		return p, nil
 
 	case KindGrow:
@@ -536,6 +556,24 @@ func (m *Mapping) Committed(ctx context.Context, p *Plan) {
 	}
 	m.met.moved.Add(ctx, int64(len(p.Moved)))
 	if p.Change.Kind == KindDelete {
+		// The producer states were deleted with the topic; forget the
+		// cached ones so a topic created later under the name starts clean.
+		pre := prefixProducer + p.Change.Topic + "\x00"
+		m.prodMu.Lock()
+		for k := range m.prods {
+			if strings.HasPrefix(k, pre) {
+				delete(m.prods, k)
+			}
+		}
+		m.prodMu.Unlock()
+		m.mu.Lock()
+		for vc, h := range m.holds {
+			if t, _, err := ParseVChannel(vc); err == nil && t == p.Change.Topic {
+				close(h.ch)
+				delete(m.holds, vc)
+			}
+		}
+		m.mu.Unlock()
 		for _, q := range append(append([]string(nil), p.Sealed...), p.Dropped...) {
 			if err := m.w.Delete(ctx, q); err != nil && !errors.Is(err, wal.ErrNoQueue) {
 				m.log.Warn("mapping: delete physical queue of deleted topic (retention sweeps it later)", "queue", q, "err", err)
