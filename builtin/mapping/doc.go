@@ -70,9 +70,14 @@
 // Read serves a logic queue across segments from one snapshot; offsets
 // below min or above max are *RangeError (offset_out_of_range) with min
 // and max. LogicToPhysical/PhysicalToLogic translate using the cache;
+// TranslateLogic/TranslatePhysical (the API's translate routes) read one
+// catalog snapshot and return the segment, broker and both offsets;
 // OffsetForTime binary-searches the closed segments' last ticks, then the
-// segment by tick. Consumer groups store logic offsets (mp/g/...), so
-// remaps never touch them; Lag and Describe report max−committed, and a
+// segment by tick. Consumer groups store logic offsets
+// (mp/o/<topic>\x00<group>\x00<q>), so remaps never touch them, and a
+// topic delete removes the topic's offsets and producer states in its own
+// commit (a RangeCheck over the offsets; a group commit checks the queue
+// record and waits while a delete or remap holds the queue); Lag and Describe report max−committed, and a
 // committed offset below min is reported Expired with the current min.
 // AppendOpts with a producer id and sequence stores the producer's last
 // (seq, first offset, count) in the same commit as the entries
