@@ -63,12 +63,27 @@ fuzz:
 		done; \
 	done
 
-# bench runs every benchmark in bench/ (short) and writes one Markdown table
-# to stdout and bench/results/latest.md; bench-full runs the long versions.
-bench:
+# bench runs every benchmark in bench/ (short, a few minutes) and writes one
+# Markdown table to stdout and bench/results/latest.md; bench-full runs the
+# long versions. bench-deps first installs Debian's redis-server for
+# bench/locks when it is missing and apt-get can (root or sudo -n); if it
+# cannot, the report's Redis rows say "not measured" and why.
+.PHONY: bench-deps
+bench-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		s=""; [ "$$(id -u)" -ne 0 ] && s="sudo -n"; \
+		if command -v apt-get >/dev/null 2>&1 && { [ -z "$$s" ] || sudo -n true 2>/dev/null; }; then \
+			echo "installing redis-server for bench/locks"; \
+			{ $$s apt-get update -qq && $$s env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+				echo "could not install redis-server: the report's Redis rows will say so"; \
+		else \
+			echo "redis-server is missing and apt-get cannot install it here: the report's Redis rows will say so"; \
+		fi; }
+
+bench: bench-deps
 	cd bench && $(GO) run ./report/run
 
-bench-full:
+bench-full: bench-deps
 	cd bench && $(GO) run ./report/run -full
 
 .PHONY: soak

@@ -199,6 +199,40 @@ func (b *Badger) Run(workers, size int, d time.Duration) (Result, error) {
 	})
 }
 
+// Write commits keys keys of bytes bytes in total (values of equal size,
+// keys distinct from every earlier Write) in as few sync transactions as
+// Badger allows — a new transaction when one is full — and returns the
+// wall time and the number of transactions: the floor of writing that much
+// durable state in one go.
+func (b *Badger) Write(keys int, bytes int64) (time.Duration, int, error) {
+	if keys < 1 {
+		return 0, 0, errors.New("baseline: Write needs at least one key")
+	}
+	val := make([]byte, max(bytes/int64(keys)-16, 1))
+	start := time.Now()
+	txns := 1
+	txn := b.db.NewTransaction(true)
+	defer func() { txn.Discard() }()
+	for i := 0; i < keys; i++ {
+		key := fmt.Appendf(nil, "w/%016d", b.seq.Add(1))
+		err := txn.Set(key, val)
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			if err := txn.Commit(); err != nil {
+				return 0, txns, err
+			}
+			txn, txns = b.db.NewTransaction(true), txns+1
+			err = txn.Set(key, val)
+		}
+		if err != nil {
+			return 0, txns, err
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return 0, txns, err
+	}
+	return time.Since(start), txns, nil
+}
+
 // Close closes and removes the database.
 func (b *Badger) Close() error {
 	err := b.db.Close()

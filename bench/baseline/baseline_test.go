@@ -3,6 +3,8 @@ package baseline
 import (
 	"testing"
 	"time"
+
+	badger "github.com/dgraph-io/badger/v4"
 )
 
 func TestPercentile(t *testing.T) {
@@ -38,5 +40,39 @@ func TestBaselinesRun(t *testing.T) {
 			t.Fatalf("implausible result %s", r)
 		}
 		t.Log(r)
+	}
+}
+
+func TestBadgerWrite(t *testing.T) {
+	b, err := NewBadger(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// 5 MiB in 20,000 keys does not fit one Badger transaction at the
+	// default sizes: Write must split it, not fail.
+	d, txns, err := b.Write(20000, 5<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d <= 0 || txns < 1 {
+		t.Fatalf("Write = %v, %d txns", d, txns)
+	}
+	n := 0
+	if err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("w/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 20000 {
+		t.Fatalf("wrote %d keys, want 20000", n)
+	}
+	if _, _, err := b.Write(0, 10); err == nil {
+		t.Fatal("Write(0) should fail")
 	}
 }

@@ -11,7 +11,14 @@
 //     group concurrent commits);
 //   - HTTPJSON: a minimal net/http JSON handler over loopback at C
 //     concurrent clients (the ceiling of any HTTP API);
-//   - CPUTime, Percentile: helpers.
+//   - Badger.Write: raw Badger writing N keys of B bytes in as few sync
+//     transactions as it allows (the floor of a large durable change);
+//   - CPUTime, Percentile, Best, LoadAvg: helpers.
+//
+// Its TestReport puts the machine's floors in the report (bench "machine":
+// raw Badger vs raw fsync, 16 concurrent fsyncs vs 1, the minimal handler
+// at 64 clients vs 1), so a reader sees what kind of machine the other
+// ratios come from.
 //
 // A benchmark calls these in its own run and reports ratios (see package
 // bench/report for the shared table).

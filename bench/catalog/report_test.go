@@ -85,7 +85,8 @@ func TestReport(t *testing.T) {
 		rowB := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
 			Baseline: fmt.Sprintf("raw Badger sync txn, %d writers", c), BaseVal: rb.Rate(), Note: note}
 		rowF := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
-			Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs.Rate()}
+			Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs.Rate(),
+			Note: fmt.Sprintf("%.1f commits per Badger txn (one fsync each); raw fsync p50 %v", perTxn, fs.P50.Round(time.Microsecond))}
 		switch c {
 		case 1:
 			rowB.Target, rowB.MinRatio = "≥ 0.5× raw Badger", 0.5
@@ -95,7 +96,6 @@ func TestReport(t *testing.T) {
 		}
 		rows = append(rows, rowB, rowF)
 	}
-	rows = append(rows, report.Row{Bench: "catalog", Figure: "raw write+fdatasync p50 latency", Value: float64(fs.P50.Microseconds()), Unit: "µs", Note: fmt.Sprintf("%.0f fsyncs/s", fs.Rate())})
 	for i := range rows {
 		rows[i] = rows[i].Finish()
 		if rows[i].Met != nil && !*rows[i].Met {

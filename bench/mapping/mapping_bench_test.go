@@ -13,10 +13,11 @@ import (
 
 var ctx = context.Background()
 
-// countingStore counts the bytes every commit writes (keys + values).
+// countingStore counts the bytes (keys + values) and ops every commit writes.
 type countingStore struct {
 	catalog.Store
 	bytes atomic.Int64
+	ops   atomic.Int64
 }
 
 func (s *countingStore) Commit(ctx context.Context, b *catalog.Batch) (catalog.Version, error) {
@@ -25,6 +26,7 @@ func (s *countingStore) Commit(ctx context.Context, b *catalog.Batch) (catalog.V
 		n += int64(len(op.Key) + len(op.Value))
 	}
 	s.bytes.Add(n)
+	s.ops.Add(int64(len(b.Ops)))
 	return s.Store.Commit(ctx, b)
 }
 
@@ -44,7 +46,7 @@ func names(bs []mapping.Broker) []string {
 	return out
 }
 
-func open(b *testing.B, dir string, bs []mapping.Broker) (*mapping.Mapping, *countingStore) {
+func open(b testing.TB, dir string, bs []mapping.Broker) (*mapping.Mapping, *countingStore) {
 	b.Helper()
 	var db *catalog.DB
 	var err error
@@ -71,7 +73,7 @@ func open(b *testing.B, dir string, bs []mapping.Broker) (*mapping.Mapping, *cou
 	return m, cs
 }
 
-func apply(b *testing.B, m *mapping.Mapping, c mapping.Change) *mapping.Plan {
+func apply(b testing.TB, m *mapping.Mapping, c mapping.Change) *mapping.Plan {
 	p, err := m.Apply(ctx, c)
 	if err != nil {
 		b.Fatal(err)

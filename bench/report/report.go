@@ -1,9 +1,15 @@
-// Package report is the one benchmark table of hostd. Benchmarks in bench/
-// Emit rows (a figure beside its baseline from the same run, the ratio, the
-// target and a note); `make bench` (short) and `make bench-full` run every
-// benchmark package with HOSTD_BENCH_ROWS pointing at a rows file, also
-// collect plain `go test -bench` result lines, and Render one Markdown
-// table to stdout and bench/results/latest.md (see ./run).
+// Package report is the one benchmark table of hostd. Each row is a figure
+// beside its baseline measured in the same run, the ratio, the target from
+// the issue, met or MISSED and, for a miss, the measured reason; a figure
+// that could not be measured is a row that says why (Row.Missing).
+//
+// Rows come from two places: benchmark packages Emit them from a test (they
+// are appended as JSON lines to the file named by HOSTD_BENCH_ROWS), and
+// the parsers in parse.go turn the tables that bench/broadcast,
+// bench/plugins and bench/locks print into rows. `make bench` (short) and
+// `make bench-full` run every package through ./run, which Renders the rows
+// into bench/results/latest.md; plain `go test -bench` lines (ParseBench)
+// have no baseline and go to a collapsed section (RenderRaw).
 package report
 
 import (
@@ -39,6 +45,10 @@ type Row struct {
 	MaxRatio float64 `json:"max_ratio,omitempty"`
 	Met      *bool   `json:"met,omitempty"`
 	Note     string  `json:"note,omitempty"` // for a missed target: the measured reason
+	// Missing, when set, says why the figure could not be measured in this
+	// run (e.g. "redis-server is not installed"); the row is still shown,
+	// so a gap in the report is never silent.
+	Missing string `json:"missing,omitempty"`
 }
 
 // Finish computes Ratio and Met from the other fields.
@@ -94,6 +104,9 @@ func (r Row) Line() string {
 	if r.Target != "" {
 		s += fmt.Sprintf("; target %s: %s", r.Target, status(r))
 	}
+	if r.Missing != "" {
+		s += "; not measured: " + r.Missing
+	}
 	if r.Note != "" {
 		s += "; " + r.Note
 	}
@@ -146,9 +159,78 @@ func ParseBench(bench string, out string) []Row {
 	return rows
 }
 
-// Render writes rows as one Markdown table, grouped by bench in first-seen
-// order.
+// Compared reports whether r belongs in the main table: a figure beside a
+// baseline from the same run, a figure with a target, or a figure that could
+// not be measured (so that the gap shows).
+func (r Row) Compared() bool { return r.Baseline != "" || r.Target != "" || r.Missing != "" }
+
+// Summary counts the rows whose target was met or missed, and the figures
+// that could not be measured.
+func Summary(rows []Row) (met, missed, missing int) {
+	for _, r := range rows {
+		switch {
+		case r.Missing != "":
+			missing++
+		case r.Met == nil:
+		case *r.Met:
+			met++
+		default:
+			missed++
+		}
+	}
+	return met, missed, missing
+}
+
+// Render writes the compared rows (see Compared) as one Markdown table,
+// grouped by bench in first-seen order: each figure beside its baseline
+// from the same run, the ratio, the target, its status and, for a missed
+// target, the measured reason. Other rows are left to RenderRaw.
 func Render(w io.Writer, rows []Row) {
+	fmt.Fprintln(w, "| bench | figure | value | baseline (same run) | ratio | target | status | note (for a miss: the measured reason) |")
+	fmt.Fprintln(w, "|---|---|---:|---|---:|---|---|---|")
+	for _, r := range grouped(rows) {
+		if !r.Compared() {
+			continue
+		}
+		val, base := num(r.Value)+" "+r.Unit, ""
+		if r.Baseline != "" {
+			base = fmt.Sprintf("%s: %s %s", r.Baseline, num(r.BaseVal), r.Unit)
+		}
+		note := r.Note
+		if r.Missing != "" {
+			val, base, note = "—", r.Baseline, r.Missing
+		} else if r.Met != nil && !*r.Met && note == "" {
+			note = "(no reason measured)"
+		}
+		target := r.Target
+		if target == "" {
+			target = "—"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Bench), cell(r.Figure), cell(val), cell(base), ratio(r.Ratio), cell(target), status(r), cell(note))
+	}
+}
+
+// RenderRaw writes the rows that have no baseline (plain `go test -bench`
+// result lines) as a Markdown table; it writes nothing when there are none.
+func RenderRaw(w io.Writer, rows []Row) int {
+	n := 0
+	for _, r := range grouped(rows) {
+		if r.Compared() {
+			continue
+		}
+		if n == 0 {
+			fmt.Fprintln(w, "| bench | figure | value | note |")
+			fmt.Fprintln(w, "|---|---|---:|---|")
+		}
+		n++
+		fmt.Fprintf(w, "| %s | %s | %s %s | %s |\n", cell(r.Bench), cell(r.Figure), num(r.Value), cell(r.Unit), cell(r.Note))
+	}
+	return n
+}
+
+// grouped returns rows sorted by bench in first-seen order (stable).
+func grouped(rows []Row) []Row {
 	order := map[string]int{}
 	for _, r := range rows {
 		if _, ok := order[r.Bench]; !ok {
@@ -157,29 +239,15 @@ func Render(w io.Writer, rows []Row) {
 	}
 	sorted := append([]Row(nil), rows...)
 	sort.SliceStable(sorted, func(i, j int) bool { return order[sorted[i].Bench] < order[sorted[j].Bench] })
-	fmt.Fprintln(w, "| bench | figure | value | baseline (same run) | ratio | target | status / note |")
-	fmt.Fprintln(w, "|---|---|---:|---|---:|---|---|")
-	for _, r := range sorted {
-		base := ""
-		if r.Baseline != "" {
-			base = fmt.Sprintf("%s: %s %s", r.Baseline, num(r.BaseVal), r.Unit)
-		}
-		st := status(r)
-		if r.Note != "" {
-			if st != "" {
-				st += " — "
-			}
-			st += r.Note
-		}
-		fmt.Fprintf(w, "| %s | %s | %s %s | %s | %s | %s | %s |\n",
-			cell(r.Bench), cell(r.Figure), num(r.Value), cell(r.Unit), cell(base), ratio(r.Ratio), cell(r.Target), cell(st))
-	}
+	return sorted
 }
 
 func status(r Row) string {
 	switch {
+	case r.Missing != "":
+		return "not measured"
 	case r.Met == nil:
-		return ""
+		return "—"
 	case *r.Met:
 		return "met"
 	default:
@@ -193,10 +261,14 @@ func ratio(x float64) string {
 	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
 		return ""
 	}
-	if x >= 10 {
+	switch ax := math.Abs(x); {
+	case ax >= 10:
 		return fmt.Sprintf("%.0f×", x)
+	case ax >= 0.1:
+		return fmt.Sprintf("%.2f×", x)
+	default:
+		return strconv.FormatFloat(x, 'g', 2, 64) + "×"
 	}
-	return fmt.Sprintf("%.2f×", x)
 }
 
 func num(x float64) string {
@@ -211,13 +283,14 @@ func num(x float64) string {
 }
 
 var (
-	noise     = regexp.MustCompile(`^(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP)|PASS$|ok\s|goos:|goarch:|pkg:|cpu:|Benchmark\S+\s+\d+\s)`)
+	noise     = regexp.MustCompile(`^(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP)|PASS$|ok\s|goos:|goarch:|pkg:|cpu:|Benchmark\S+\s+\d+\s|report\.go:\d+: )`)
 	logPrefix = regexp.MustCompile(`^\s*\S+_test\.go:\d+: ?`)
 )
 
 // Narrative returns what a `go test -v` run printed besides test
-// bookkeeping and benchmark result lines (tables and notes of benchmarks
-// that print their own), with "file_test.go:NN:" prefixes removed.
+// bookkeeping, benchmark result lines and the rows Emit logged (they are in
+// the table): the tables and notes of benchmarks that print their own, with
+// "file_test.go:NN:" prefixes removed.
 func Narrative(out string) string {
 	var keep []string
 	for _, line := range strings.Split(out, "\n") {

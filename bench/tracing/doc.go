@@ -5,6 +5,13 @@
 // alternating rounds in one run so machine noise hits both alike, and
 // reports the throughput ratio. The target (issue 7) is at most 10% loss.
 //
+// TestReport is what `make bench` runs: both daemons at the same time for
+// 3 rounds of 2 s (HOSTD_LONG=1: 5 of 5 s), the ratio file/none as the
+// report's row with the target, and for a miss the measured reason (spans
+// and bytes per broadcast, the CPU a span written to the file costs over
+// one not exported, its share of a broadcast's CPU).
+//
+//	cd bench && go test ./tracing -run TestReport -v                  # the report's rows
 //	cd bench && go test ./tracing -run XXX -bench AB -benchtime 1x   # the A/B ratio
 //	cd bench && go test ./tracing -run XXX -bench . -benchtime 1s    # everything
 //

@@ -30,7 +30,7 @@ const rounds = 5
 
 var vchannels = []string{"orders/0", "orders/1"}
 
-func startHostd(b *testing.B, exporter string) (*client.Client, string) {
+func startHostd(b testing.TB, exporter string) (*client.Client, string) {
 	cfg := config.Default()
 	cfg.API.Listen = "127.0.0.1:0"
 	cfg.Data.Dir = b.TempDir()
@@ -198,42 +198,10 @@ func BenchmarkBroadcastTracingAB(b *testing.B) {
 	var none, file int64
 	var ratios []float64
 	for round := 0; round < b.N || round < rounds; round++ {
-		ctx, cancel := context.WithTimeout(context.Background(), window)
-		var wg sync.WaitGroup
-		var n, f atomic.Int64
-		var failed atomic.Value
-		for _, side := range []struct {
-			c     *client.Client
-			count *atomic.Int64
-		}{{cn, &n}, {cf, &f}} {
-			for w := range clients {
-				wg.Go(func() {
-					for ctx.Err() == nil {
-						res, err := side.c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: "x",
-							VChannels:    vchannels,
-							ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", w), Mode: "exclusive"}}})
-						if ctx.Err() != nil {
-							return
-						}
-						if err != nil {
-							failed.Store(err)
-							return
-						}
-						if res.State == "TOMBSTONE" {
-							side.count.Add(1)
-						}
-					}
-				})
-			}
-		}
-		wg.Wait()
-		cancel()
-		if err, _ := failed.Load().(error); err != nil {
-			b.Fatal(err)
-		}
-		none += n.Load()
-		file += f.Load()
-		ratios = append(ratios, float64(f.Load())/float64(max(n.Load(), 1)))
+		n, f := abRound(b, cn, cf, window)
+		none += n
+		file += f
+		ratios = append(ratios, float64(f)/float64(max(n, 1)))
 	}
 	b.ReportMetric(float64(none)/float64(len(ratios))/window.Seconds(), "none-broadcasts/s")
 	b.ReportMetric(float64(file)/float64(len(ratios))/window.Seconds(), "file-broadcasts/s")
@@ -241,6 +209,46 @@ func BenchmarkBroadcastTracingAB(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	fmt.Printf("\nA/B at the same time, %d clients each, %d rounds of %v: none %d, file %d broadcasts; file/none = %.3f (rounds %v)\n\n",
 		clients, len(ratios), window, none, file, float64(file)/float64(max(none, 1)), fmtRates100(ratios))
+}
+
+// abRound runs `clients` clients against each of cn (exporter none) and cf
+// (exporter file) at the same time for window and returns how many
+// broadcasts each completed.
+func abRound(tb testing.TB, cn, cf *client.Client, window time.Duration) (none, file int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	var wg sync.WaitGroup
+	var n, f atomic.Int64
+	var failed atomic.Value
+	for _, side := range []struct {
+		c     *client.Client
+		count *atomic.Int64
+	}{{cn, &n}, {cf, &f}} {
+		for w := range clients {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					res, err := side.c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: "x",
+						VChannels:    vchannels,
+						ResourceKeys: []client.ResourceKey{{Domain: "collection", Key: fmt.Sprint("c", w), Mode: "exclusive"}}})
+					if ctx.Err() != nil {
+						return
+					}
+					if err != nil {
+						failed.Store(err)
+						return
+					}
+					if res.State == "TOMBSTONE" {
+						side.count.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		tb.Fatal(err)
+	}
+	return n.Load(), f.Load()
 }
 
 func fmtRates100(xs []float64) []string {

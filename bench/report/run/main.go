@@ -2,12 +2,22 @@
 // one Markdown report (stdout and bench/results/latest.md; the raw output
 // goes to bench/results/latest.log). Run it from the bench directory:
 //
-//	go run ./report/run          # short: about 0.5 s per figure
-//	go run ./report/run -full    # long runs (HOSTD_LONG=1, 5 s per figure)
+//	go run ./report/run          # short: a few minutes (`make bench`)
+//	go run ./report/run -full    # long runs (`make bench-full`: HOSTD_LONG=1, 5 s per figure, every Go benchmark)
 //
-// Packages take part by emitting report.Row values (see package report)
-// from a test whose name contains "Report" or "Table", and/or by having Go
-// benchmarks (their result lines become rows without a baseline).
+// The report's one table has a row per figure: its value beside a baseline
+// measured in the same run, the ratio, the target from the issue, met or
+// MISSED, and for a miss the measured reason. Rows come from
+//
+//   - report.Emit in a package's test whose name contains "Report" or
+//     "Table" (catalog, mapping, tracing, baseline);
+//   - the parsers of package report for the packages that print their own
+//     tables (broadcast, plugins, locks);
+//   - a "not measured" row for every package that failed or that a parser
+//     could not read, so a gap is never silent.
+//
+// Plain `go test -bench` result lines have no baseline: they go to a
+// collapsed section at the end, with each package's printed output.
 package main
 
 import (
@@ -30,10 +40,36 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// spec is how one package is run.
+type spec struct {
+	run, bench, benchtime string
+	parse                 func(string) ([]report.Row, error)
+}
+
+// specFor returns how to run package pkg. By default: the tests whose name
+// contains Report or Table, and (full only) every Go benchmark. The
+// packages that print their own tables are parsed; locks measures in one
+// benchmark run once.
+func specFor(pkg string, full bool) spec {
+	s := spec{run: "Report|Table", benchtime: "200ms"}
+	if full {
+		s.bench, s.benchtime = ".", "1s"
+	}
+	switch path.Base(pkg) {
+	case "broadcast":
+		s.parse = report.ParseBroadcast
+	case "plugins":
+		s.run, s.parse = "TestPluginCallTable", report.ParsePlugins
+	case "locks":
+		s.run, s.bench, s.benchtime, s.parse = "^$", "LockPairs", "1x", report.ParseLocks
+	}
+	return s
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	full := fs.Bool("full", false, "long runs (HOSTD_LONG=1, 5 s per figure, 1 s benchtime)")
+	full := fs.Bool("full", false, "long runs (HOSTD_LONG=1, 5 s per figure, every Go benchmark at 1 s)")
 	out := fs.String("out", "results/latest.md", "Markdown report file")
 	pkgsFlag := fs.String("pkgs", "./...", "packages to run (go list pattern)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "timeout per package")
@@ -64,10 +100,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rowsFile.Close()
 	defer os.Remove(rowsFile.Name())
 
-	mode, seconds, benchtime := "short", "0.5", "200ms"
+	mode, seconds := "short", "0.5"
 	env := append(os.Environ(), "HOSTD_BENCH=1", report.EnvRows+"="+rowsFile.Name())
 	if *full {
-		mode, seconds, benchtime = "full", "5", "1s"
+		mode, seconds = "full", "5"
 		env = append(env, "HOSTD_LONG=1")
 	} else {
 		env = append(env, "HOSTD_BENCH_ROUNDS=1", "HOSTD_BENCH_SLICE=500ms")
@@ -75,26 +111,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 	env = append(env, "HOSTD_BENCH_SECONDS="+seconds)
 
 	var logBuf bytes.Buffer
-	var benchRows []report.Row
+	var parsed, rawRows []report.Row
 	var failures []string
 	var narratives [][2]string
 	start := time.Now()
 	for _, p := range pkgs {
+		s := specFor(p, *full)
 		fmt.Fprintf(stderr, "== %s\n", p)
-		cmd := exec.Command("go", "test", "-v", "-count=1", "-run", "Report|Table", "-bench", ".", "-benchtime", benchtime,
-			"-timeout", timeout.String(), p)
-		cmd.Env = env
+		args := []string{"test", "-v", "-count=1", "-run", s.run, "-benchtime", s.benchtime, "-timeout", timeout.String()}
+		if s.bench != "" {
+			args = append(args, "-bench", s.bench)
+		}
+		cmd := exec.Command("go", append(args, p)...)
+		// GOFLAGS carries -benchtime to the `go test` that a package starts
+		// itself (bench/plugins runs bench/extism in a subprocess).
+		cmd.Env = append(env, "GOFLAGS=-benchtime="+s.benchtime)
 		var o bytes.Buffer
 		cmd.Stdout = io.MultiWriter(&o, stderr)
 		cmd.Stderr = cmd.Stdout
+		t0 := time.Now()
 		err := cmd.Run()
-		fmt.Fprintf(&logBuf, "== go test %s\n%s\n", p, o.String())
-		benchRows = append(benchRows, report.ParseBench(path.Base(p), o.String())...)
+		fmt.Fprintf(&logBuf, "== go %s %s (%s)\n%s\n", strings.Join(args, " "), p, time.Since(t0).Round(time.Second), o.String())
+		rawRows = append(rawRows, report.ParseBench(path.Base(p), o.String())...)
 		if txt := report.Narrative(o.String()); txt != "" {
 			narratives = append(narratives, [2]string{p, txt})
 		}
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v (see results/latest.log)", p, err))
+			parsed = append(parsed, report.Row{Bench: path.Base(p), Figure: "every figure of " + path.Base(p),
+				Missing: fmt.Sprintf("go test failed (%v); its output is in results/latest.log", err)})
+			continue
+		}
+		if s.parse != nil {
+			rows, perr := s.parse(o.String())
+			if perr != nil {
+				failures = append(failures, perr.Error())
+				rows = append(rows, report.Row{Bench: path.Base(p), Figure: "figures of " + path.Base(p), Missing: perr.Error()})
+			}
+			parsed = append(parsed, rows...)
 		}
 	}
 	f, err := os.Open(rowsFile.Name())
@@ -107,20 +161,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		failures = append(failures, err.Error())
 	}
-	rows = append(rows, benchRows...)
+	rows = append(rows, parsed...)
+	rows = append(rows, rawRows...)
 
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# hostd benchmark report\n\n")
-	fmt.Fprintf(&md, "%s run of `make bench%s` at %s, %s, %s/%s, %d CPUs, took %s.\n",
+	fmt.Fprintf(&md, "%s run of `make bench%s` at %s, %s, %s/%s, %d CPUs, 1-minute load average at the end %s, took %s.\n",
 		mode, map[bool]string{true: "-full", false: ""}[*full], time.Now().UTC().Format(time.RFC3339),
-		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(start).Round(time.Second))
-	fmt.Fprintf(&md, "Every baseline was measured in the same run on the same machine; ratio = figure / baseline.\n\n")
+		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), loadAvg(), time.Since(start).Round(time.Second))
+	fmt.Fprintf(&md, "Every baseline was measured in the same run on the same machine; ratio = figure / baseline. "+
+		"Targets are the issues' (2 catalog, 3 plugins, 4 broadcast, 5 locks, 6 mapping, 7 tracing); a missed target does not fail the run.\n\n")
+	met, missed, missing := report.Summary(rows)
+	fmt.Fprintf(&md, "**Targets: %d met, %d MISSED; %d figures not measured.**\n\n", met, missed, missing)
 	report.Render(&md, rows)
+	var raw bytes.Buffer
+	if n := report.RenderRaw(&raw, rows); n > 0 {
+		fmt.Fprintf(&md, "\n<details><summary>%d plain <code>go test -bench</code> figures (no same-run baseline; context only)</summary>\n\n%s\n</details>\n", n, raw.String())
+	}
 	if len(narratives) > 0 {
-		fmt.Fprintf(&md, "\n## What each package printed (its own tables, baselines and notes, same run)\n")
+		fmt.Fprintf(&md, "\n<details><summary>What each package printed (same run)</summary>\n")
 		for _, n := range narratives {
-			fmt.Fprintf(&md, "\n### %s\n\n```\n%s\n```\n", n[0], n[1])
+			fmt.Fprintf(&md, "\n#### %s\n\n```\n%s\n```\n", n[0], n[1])
 		}
+		fmt.Fprintf(&md, "\n</details>\n")
 	}
 	if len(failures) > 0 {
 		fmt.Fprintf(&md, "\n## Failures\n\n")
@@ -142,4 +205,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "unknown"
 }
