@@ -108,13 +108,6 @@ func ParseBroadcast(out string) ([]Row, error) {
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("report: broadcast: no raw fsync / minimal handler row in its table (format changed?)")
 	}
-	cpus := float64(runtime.NumCPU())
-	ceiling := func(r broadcastRow) float64 { // broadcasts/s if CPU-bound on every CPU
-		if r.cpu <= 0 {
-			return 0
-		}
-		return cpus / r.cpu.Seconds()
-	}
 	detail := func(r broadcastRow) string {
 		s := fmt.Sprintf("p50 %s, p99 %s, CPU %s per broadcast", dur(r.p50), dur(r.p99), dur(r.cpu))
 		if rc, ok := rounds[r.clients]; ok && strings.HasPrefix(r.name, "in-process") {
@@ -122,20 +115,12 @@ func ParseBroadcast(out string) ([]Row, error) {
 		}
 		return s
 	}
-	// why explains a throughput miss: CPU-bound (the process's CPU per
-	// broadcast caps the rate on this machine's CPUs) or waiting (fsync
-	// rounds, queueing).
+	// why explains a throughput miss: CPU-bound or waiting (see cpuBound),
+	// with the commit rounds (fsyncs) per broadcast.
 	why := func(r broadcastRow, need float64) string {
-		c := ceiling(r)
-		s := fmt.Sprintf("needs %.0f/s; ", need)
-		if c > 0 && r.rate >= 0.7*c {
-			s += fmt.Sprintf("CPU-bound: %s CPU per broadcast caps %d CPUs at %.0f/s (the target needs ≤ %s per broadcast)",
-				dur(r.cpu), runtime.NumCPU(), c, dur(time.Duration(cpus/need*float64(time.Second))))
-		} else {
-			s += fmt.Sprintf("not CPU-bound (CPU would allow %.0f/s): time goes to waiting", c)
-			if rc, ok := rounds[r.clients]; ok && strings.HasPrefix(r.name, "in-process") {
-				s += fmt.Sprintf(" — %.2f commit rounds (fsyncs) and %.1f commits per broadcast", rc[0], rc[1])
-			}
+		s := fmt.Sprintf("needs %.0f/s; ", need) + cpuBound(r.rate, need, r.cpu, "broadcast")
+		if rc, ok := rounds[r.clients]; ok && strings.HasPrefix(r.name, "in-process") {
+			s += fmt.Sprintf(" — %.2f commit rounds (fsyncs) and %.1f commits per broadcast", rc[0], rc[1])
 		}
 		return s + "; " + detail(r)
 	}
@@ -283,11 +268,32 @@ func ParsePlugins(out string) ([]Row, error) {
 
 // --- bench/locks ---------------------------------------------------------
 
-var locksLine = regexp.MustCompile(`^(fsync|[a-z-]+/c=\d+)\s+(\d+(?:\.\d+)?)\s+\S+\s+\S+\s+\S+$`)
+var (
+	// a row of the table: name, pairs/s, three ratio columns and (since
+	// the table grew one) an optional process CPU per pair.
+	locksLine   = regexp.MustCompile(`^(fsync|[a-z-]+/c=\d+)\s+(\d+(?:\.\d+)?)\s+\S+\s+\S+\s+\S+(?:\s+(\S+))?$`)
+	locksRounds = regexp.MustCompile(`^(hostd/c=\d+): \d+ pairs/s, \d+ commit rounds, ([\d.]+) writers/round`)
+)
 
 // LocksRedisMissing is what bench/locks prints when redis-server is not
 // installed (its Redis rows are skipped).
 const LocksRedisMissing = "redis-server is not installed"
+
+// cpuBound explains a rate that misses need: CPU-bound when the process's
+// CPU per operation caps this machine's CPUs near the rate reached, else
+// waiting.
+func cpuBound(rate, need float64, cpu time.Duration, what string) string {
+	if cpu <= 0 {
+		return ""
+	}
+	cpus := float64(runtime.NumCPU())
+	ceiling := cpus / cpu.Seconds()
+	if rate >= 0.7*ceiling {
+		return fmt.Sprintf("CPU-bound: %s process CPU per %s caps %d CPUs at %.0f/s; the target needs ≤ %s per %s",
+			dur(cpu), what, runtime.NumCPU(), ceiling, dur(time.Duration(cpus/need*float64(time.Second))), what)
+	}
+	return fmt.Sprintf("not CPU-bound (%s process CPU per %s would allow %.0f/s): the time goes to waiting", dur(cpu), what, ceiling)
+}
 
 // ParseLocks turns bench/locks' BenchmarkLockPairs table (pairs/s of the
 // best slice per system) into rows with issue 5's target: at 64 clients
@@ -297,10 +303,18 @@ const LocksRedisMissing = "redis-server is not installed"
 func ParseLocks(out string) ([]Row, error) {
 	const bench = "locks"
 	pairs := map[string]float64{}
+	cpu := map[string]time.Duration{}
+	perRound := map[string]string{}
 	redisMissing := strings.Contains(out, LocksRedisMissing)
 	for _, l := range lines(out) {
 		if m := locksLine.FindStringSubmatch(l); m != nil {
 			pairs[m[1]], _ = strconv.ParseFloat(m[2], 64)
+			if d, err := time.ParseDuration(m[3]); err == nil {
+				cpu[m[1]] = d
+			}
+		}
+		if m := locksRounds.FindStringSubmatch(l); m != nil {
+			perRound[m[1]] = m[2]
 		}
 	}
 	h64, h1, m64, fs := pairs["hostd/c=64"], pairs["hostd/c=1"], pairs["minimal/c=64"], pairs["fsync"]
@@ -308,14 +322,23 @@ func ParseLocks(out string) ([]Row, error) {
 		return nil, fmt.Errorf("report: locks: no hostd/minimal/fsync rows in its table (format changed?)")
 	}
 	const fig64 = "lease acquire+release over HTTP, 64 clients, distinct keys"
+	note := fmt.Sprintf("%.2f pairs per raw fsync", h64/fs)
+	if w := perRound["hostd/c=64"]; w != "" {
+		note += "; " + w + " writers per catalog commit round"
+	}
+	if c := cpu["hostd/c=64"]; c > 0 {
+		note += fmt.Sprintf("; process CPU %s per pair (minimal handler %s)", dur(c), dur(cpu["minimal/c=64"]))
+	}
 	var rows []Row
 	r := Row{Bench: bench, Figure: fig64, Value: h64, Unit: "pairs/s",
 		Baseline: "minimal net/http JSON handler, 2 requests per pair, 64 clients", BaseVal: m64,
-		Target: "≥ 0.5× minimal handler (grants fsynced)", MinRatio: 0.5,
-		Note: fmt.Sprintf("%.2f pairs per raw fsync", h64/fs)}.Finish()
+		Target: "≥ 0.5× minimal handler (grants fsynced)", MinRatio: 0.5, Note: note}.Finish()
 	if !*r.Met {
-		r.Note = fmt.Sprintf("needs %.0f pairs/s = %.2f pairs per raw fsync (%.0f fsyncs/s); reached %.2f pairs per raw fsync — the fsynced commits are not batched enough",
-			0.5*m64, 0.5*m64/fs, fs, h64/fs)
+		why := fmt.Sprintf("needs %.0f pairs/s", 0.5*m64)
+		if b := cpuBound(h64, 0.5*m64, cpu["hostd/c=64"], "pair"); b != "" {
+			why += "; " + b
+		}
+		r.Note = why + "; " + note
 	}
 	rows = append(rows, r)
 	rows = append(rows, Row{Bench: bench, Figure: "lease acquire+release over HTTP, 1 client", Value: h1, Unit: "pairs/s",

@@ -2,8 +2,10 @@ package report
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func readOut(t *testing.T, name string) string {
@@ -104,6 +106,20 @@ func TestParseLocks(t *testing.T) {
 		t.Fatalf("hostd@1: %+v", r)
 	}
 
+	// The table with a CPU column and the committer's rounds (a later
+	// format of bench/locks): same rows, and the note carries both.
+	rows, err = ParseLocks(readOut(t, "locks-cpu.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = find(t, rows, "lease acquire+release over HTTP, 64 clients, distinct keys", "minimal")
+	if r.Value != 1129 || !strings.Contains(r.Note, "7.3 writers per catalog commit round") || !strings.Contains(r.Note, "process CPU 1.62ms per pair (minimal handler 610µs)") {
+		t.Fatalf("hostd@64 with CPU: %+v", r)
+	}
+	if r := find(t, rows, "lease acquire+release over HTTP, 1 client", "Redis without"); r.BaseVal != 9872 {
+		t.Fatalf("redis@1 with CPU column: %+v", r)
+	}
+
 	rows, err = ParseLocks(readOut(t, "locks-noredis.out"))
 	if err != nil {
 		t.Fatal(err)
@@ -116,5 +132,21 @@ func TestParseLocks(t *testing.T) {
 	Render(&b, rows)
 	if !strings.Contains(b.String(), "| not measured | redis-server is not installed") {
 		t.Fatalf("render of a missing row:\n%s", b.String())
+	}
+}
+
+func TestCPUBound(t *testing.T) {
+	n := float64(runtime.NumCPU())
+	// CPU per op that caps the machine exactly at the rate reached.
+	at := time.Duration(n / 1000 * float64(time.Second))
+	if got := cpuBound(1000, 2000, at, "pair"); !strings.HasPrefix(got, "CPU-bound") || !strings.Contains(got, "caps") {
+		t.Fatalf("cpuBound at the ceiling = %q", got)
+	}
+	// Ten times less CPU: the rate is not what the CPU allows.
+	if got := cpuBound(1000, 2000, at/10, "pair"); !strings.HasPrefix(got, "not CPU-bound") || !strings.Contains(got, "10000/s") {
+		t.Fatalf("cpuBound below the ceiling = %q", got)
+	}
+	if cpuBound(1000, 2000, 0, "pair") != "" {
+		t.Fatal("no CPU figure: no claim")
 	}
 }
