@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/api"
 )
 
 var crashPoints = []string{
@@ -26,33 +26,6 @@ var crashPoints = []string{
 }
 
 var vchannels = []string{"orders/0", "orders/1", "orders/2"}
-
-// ledger is the client side: which idempotency keys were issued and which
-// were acknowledged with which ID.
-type ledger struct {
-	mu     sync.Mutex
-	next   int
-	retry  []string
-	acked  map[string]uint64
-	issued map[string]bool
-}
-
-func (l *ledger) take(newOK bool) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.retry); n > 0 {
-		k := l.retry[n-1]
-		l.retry = l.retry[:n-1]
-		return k, true
-	}
-	if !newOK {
-		return "", false
-	}
-	l.next++
-	k := fmt.Sprintf("req-%05d", l.next)
-	l.issued[k] = true
-	return k, true
-}
 
 // request is the broadcast a client sends for key: a noop, or with the
 // collections plugin a CreateDatabase whose effect (a KV record with a
@@ -68,46 +41,10 @@ func request(key string) *client.BroadcastRequest {
 		Timeout:      "5s"}
 }
 
-// clients submit until stop closes; an unanswered request goes back to
-// the retry list, as a client retrying with its idempotency key would.
+// runClients submits with six clients until stop closes (see
+// runSubmitters).
 func runClients(t *testing.T, c *client.Client, l *ledger, stop <-chan struct{}, newOK bool) {
-	var wg sync.WaitGroup
-	for w := 0; w < 6; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key, ok := l.take(newOK)
-				if !ok {
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
-				res, err := c.SubmitBroadcast(ctx, request(key))
-				cancel()
-				l.mu.Lock()
-				if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
-					if prev, ok := l.acked[key]; ok && prev != res.ID {
-						l.mu.Unlock()
-						t.Errorf("key %s acknowledged as %d and as %d", key, prev, res.ID)
-						return
-					}
-					l.acked[key] = res.ID
-				} else {
-					l.retry = append(l.retry, key)
-				}
-				l.mu.Unlock()
-				if err != nil {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	runSubmitters(t, c, l, submitters{workers: 6, timeout: 6 * time.Second, backoff: 5 * time.Millisecond, request: request}, stop, newOK)
 }
 
 var useCollections bool
@@ -130,12 +67,7 @@ func crashLoop(t *testing.T, rounds, firstPoint int) {
 	addr := freePort(t)
 	cfg := writeConfig(t, dir, addr, vchannels)
 	if useCollections {
-		f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(f, "plugins:\n  list:\n    - name: collections\n      path: %s\n", collectionsWasm(t))
-		f.Close()
+		appendConfig(t, cfg, fmt.Sprintf("plugins:\n  list:\n    - name: collections\n      path: %s\n", collectionsWasm(t)))
 	}
 	logPath := filepath.Join(dir, "hostd.log")
 	fpLog := filepath.Join(dir, "failpoints.log")
@@ -143,7 +75,7 @@ func crashLoop(t *testing.T, rounds, firstPoint int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{acked: map[string]uint64{}, issued: map[string]bool{}}
+	l := newLedger("req-%05d")
 	rnd := rand.New(rand.NewSource(time.Now().UnixNano()))
 	armed := map[string]int{}
 	for round := 0; round < rounds; round++ {
@@ -179,10 +111,7 @@ func crashLoop(t *testing.T, rounds, firstPoint int) {
 		<-clientsDone
 	}
 	// Final start: finish every unacknowledged request.
-	d := start(t, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
-	if !d.waitReady(t, c) {
-		t.Fatalf("hostd exited at the final start; log:\n%s", tail(logPath))
-	}
+	d := startReady(t, c, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
 	stop := make(chan struct{})
 	runClients(t, c, l, stop, false)
 	ctx := context.Background()
@@ -201,19 +130,7 @@ func crashLoop(t *testing.T, rounds, firstPoint int) {
 		}
 	}
 	// Exactly one task per key, all TOMBSTONE.
-	var tasks []client.BroadcastTask
-	page := client.Page{Limit: 1000}
-	for {
-		ls, err := c.ListBroadcasts(ctx, client.BroadcastFilter{}, page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tasks = append(tasks, ls.Items...)
-		if ls.NextPageToken == "" {
-			break
-		}
-		page.Token = ls.NextPageToken
-	}
+	tasks := listBroadcasts(t, c, client.BroadcastFilter{})
 	if len(tasks) != len(l.acked) {
 		t.Fatalf("%d tasks for %d keys", len(tasks), len(l.acked))
 	}
@@ -250,27 +167,16 @@ func crashLoop(t *testing.T, rounds, firstPoint int) {
 func checkChannels(t *testing.T, c *client.Client, want int) {
 	for _, vc := range append([]string{"_control/0"}, vchannels...) {
 		seen := map[string]bool{}
-		from := uint64(0)
-		for {
-			res, err := c.ReadChannel(context.Background(), vc, from, 1000, 0)
-			if err != nil {
-				t.Fatalf("read %s from %d: %v", vc, from, err)
+		readAll(t, c, vc, func(m api.MessageJSON) {
+			id := m.Properties["hostd.broadcast.id"]
+			if id == "" {
+				return // not a broadcast message
 			}
-			for _, m := range res.Messages {
-				id := m.Properties["hostd.broadcast.id"]
-				if id == "" {
-					continue // not a broadcast message
-				}
-				if seen[id] {
-					t.Fatalf("vchannel %s holds broadcast %s twice", vc, id)
-				}
-				seen[id] = true
+			if seen[id] {
+				t.Fatalf("vchannel %s holds broadcast %s twice", vc, id)
 			}
-			if len(res.Messages) == 0 || res.Next <= from {
-				break
-			}
-			from = res.Next
-		}
+			seen[id] = true
+		})
 		if vc == "_control/0" && len(seen) != want {
 			t.Fatalf("control channel holds %d broadcasts, want %d", len(seen), want)
 		}
@@ -282,29 +188,18 @@ func checkChannels(t *testing.T, c *client.Client, want int) {
 // would consume an id or fail the task).
 func checkCollections(t *testing.T, c *client.Client, n int) {
 	ids := map[int]bool{}
-	page := client.Page{Limit: 1000}
-	for {
-		l, err := c.ScanPluginKV(context.Background(), "collections", "db/", page)
-		if err != nil {
-			t.Fatal(err)
+	scanKV(t, c, "collections", "db/", func(kv client.PluginKV) {
+		var rec struct {
+			ID int `json:"id"`
 		}
-		for _, kv := range l.Items {
-			var rec struct {
-				ID int `json:"id"`
-			}
-			if err := json.Unmarshal(kv.Value, &rec); err != nil {
-				t.Fatalf("%s: %v", kv.Key, err)
-			}
-			if ids[rec.ID] {
-				t.Fatalf("id %d used twice", rec.ID)
-			}
-			ids[rec.ID] = true
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatalf("%s: %v", kv.Key, err)
 		}
-		if l.NextPageToken == "" {
-			break
+		if ids[rec.ID] {
+			t.Fatalf("id %d used twice", rec.ID)
 		}
-		page.Token = l.NextPageToken
-	}
+		ids[rec.ID] = true
+	})
 	if len(ids) != n {
 		t.Fatalf("%d databases for %d acknowledged requests", len(ids), n)
 	}
@@ -313,12 +208,4 @@ func checkCollections(t *testing.T, c *client.Client, n int) {
 			t.Fatalf("id %d missing: an effect was applied twice or lost (ids %v)", i, ids)
 		}
 	}
-}
-
-func tail(p string) string {
-	b, _ := os.ReadFile(p)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
 }

@@ -18,4 +18,12 @@
 //     the stopped daemon's data directory: one trace, the expected tree.
 //     HOSTD_E2E_CAPTURE=<file> also writes the rendered `hostd trace show`
 //     of that run to <file> (docs/tracing.md quotes one).
+//   - soak_test.go: the chaos soak of docs/reliability.md (SOAK_DURATION,
+//     default 40s; SOAK_REPORT=<file> writes its report).
+//   - diskfull_test.go: no room for the catalog's files.
+//
+// helpers_test.go holds what the tests share: the daemon subprocess
+// (start, startReady, stop, kill), its config and log, the broadcast
+// clients' idempotency-key ledger and submitters, and paged reads of
+// broadcasts, plugin KV and vchannels.
 package e2e

@@ -29,19 +29,13 @@ import (
 
 // soakPoints are armed in turn, one per crashing round: every crash
 // window of the broadcast engine, the catalog committer, the WAL and remaps.
-var soakPoints = []string{
-	"broadcast.after-persist",
-	"broadcast.mid-append",
-	"broadcast.after-acks",
-	"broadcast.mid-callback",
-	"broadcast.before-tombstone",
-	"broadcast.after-tombstone",
+var soakPoints = append(append([]string{}, crashPoints...),
 	"catalog.before-commit",
 	"catalog.after-commit",
 	"wal.before-commit",
 	"wal.after-commit",
 	"mapping.remap-planned",
-}
+)
 
 var (
 	soakVChannels = []string{"orders/0", "orders/1", "orders/2"}
@@ -89,33 +83,6 @@ func (st *soakStats) adminErr(what string, err error) {
 	st.adminErrs[what+": "+msg]++
 }
 
-// bcLedger is the broadcast clients' view: issued keys, those waiting for
-// a retry, and the ID each acknowledged key got.
-type bcLedger struct {
-	mu     sync.Mutex
-	next   int
-	retry  []string
-	acked  map[string]uint64
-	issued map[string]bool
-}
-
-func (l *bcLedger) take(newOK bool) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.retry); n > 0 {
-		k := l.retry[n-1]
-		l.retry = l.retry[:n-1]
-		return k, true
-	}
-	if !newOK {
-		return "", false
-	}
-	l.next++
-	k := fmt.Sprintf("soak-%06d", l.next)
-	l.issued[k] = true
-	return k, true
-}
-
 func soakHash(s string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(s))
@@ -145,45 +112,11 @@ func soakRequest(key string) *client.BroadcastRequest {
 		Timeout:      "5s"}
 }
 
-// runBroadcasters submits until stop closes (or, with newOK false, until
-// no key is left); an unanswered request goes back to the retry list.
-func runBroadcasters(t *testing.T, c *client.Client, l *bcLedger, st *soakStats, stop <-chan struct{}, newOK bool) {
-	var wg sync.WaitGroup
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				key, ok := l.take(newOK)
-				if !ok {
-					return
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 7*time.Second)
-				res, err := c.SubmitBroadcast(ctx, soakRequest(key))
-				cancel()
-				st.submits.Add(1)
-				l.mu.Lock()
-				if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
-					if prev, ok := l.acked[key]; ok && prev != res.ID {
-						t.Errorf("key %s acknowledged as %d and as %d", key, prev, res.ID)
-					}
-					l.acked[key] = res.ID
-				} else {
-					l.retry = append(l.retry, key)
-				}
-				l.mu.Unlock()
-				if err != nil {
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+// runBroadcasters submits with four clients until stop closes (see
+// runSubmitters).
+func runBroadcasters(t *testing.T, c *client.Client, l *ledger, st *soakStats, stop <-chan struct{}, newOK bool) {
+	runSubmitters(t, c, l, submitters{workers: 4, timeout: 7 * time.Second, backoff: 20 * time.Millisecond,
+		request: soakRequest, counted: func() { st.submits.Add(1) }}, stop, newOK)
 }
 
 // soakConsumer reads the vchannels and acks every broadcast message it
@@ -472,14 +405,9 @@ func TestSoak(t *testing.T) {
 	if err := writePluginVariant(pluginPath, built, reloadN); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(cfg, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The config's broadcast section is the last one writeConfig wrote.
-	fmt.Fprintf(f, "  tombstones:\n    max_count: 1000000\nmapping:\n  brokers: [{name: a}, {name: b}, {name: c}]\n"+
-		"plugins:\n  call_timeout: 300ms\n  list:\n    - name: soak\n      path: %s\n", pluginPath)
-	f.Close()
+	appendConfig(t, cfg, fmt.Sprintf("  tombstones:\n    max_count: 1000000\nmapping:\n  brokers: [{name: a}, {name: b}, {name: c}]\n"+
+		"plugins:\n  call_timeout: 300ms\n  list:\n    - name: soak\n      path: %s\n", pluginPath))
 	logPath := filepath.Join(dir, "hostd.log")
 	fpLog := filepath.Join(dir, "failpoints.log")
 	c, err := client.New("http://" + addr)
@@ -488,7 +416,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	st := &soakStats{}
-	l := &bcLedger{acked: map[string]uint64{}, issued: map[string]bool{}}
+	l := newLedger("soak-%06d")
 	cons := &soakConsumer{from: map[string]uint64{}}
 	fm := &fenceModel{grants: map[string][]grantSeen{}, granted: map[uint64]bool{}}
 	prods := make([]*producer, soakQueues)
@@ -578,10 +506,7 @@ func TestSoak(t *testing.T) {
 
 	// Final start, no failpoints: finish every unacknowledged request and
 	// pending append, then check.
-	d := start(t, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
-	if !d.waitReady(t, c) {
-		t.Fatalf("hostd exited at the final start; log:\n%s", tail(logPath))
-	}
+	d := startReady(t, c, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
 	defer d.stop(t)
 	stopCons := make(chan struct{})
 	consDone := make(chan struct{})
@@ -609,19 +534,7 @@ func TestSoak(t *testing.T) {
 			r.bcErrors = append(r.bcErrors, fmt.Sprintf("retry of %s: %+v %v (want duplicate of %d)", key, res, err, id))
 		}
 	}
-	var tasks []client.BroadcastTask
-	page := client.Page{Limit: 1000}
-	for {
-		ls, err := c.ListBroadcasts(ctx, client.BroadcastFilter{Type: "SoakEffect"}, page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tasks = append(tasks, ls.Items...)
-		if ls.NextPageToken == "" {
-			break
-		}
-		page.Token = ls.NextPageToken
-	}
+	tasks := listBroadcasts(t, c, client.BroadcastFilter{Type: "SoakEffect"})
 	for _, tk := range tasks {
 		if tk.State == "TOMBSTONE" {
 			r.completed++
@@ -635,21 +548,10 @@ func TestSoak(t *testing.T) {
 	}
 	// Effects: one per acknowledged key, applied once.
 	effects := map[string]int{}
-	page = client.Page{Limit: 1000}
-	for {
-		ls, err := c.ScanPluginKV(ctx, "soak", "effect/", page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, kv := range ls.Items {
-			n, _ := strconv.Atoi(string(kv.Value))
-			effects[strings.TrimPrefix(kv.Key, "effect/")] = n
-		}
-		if ls.NextPageToken == "" {
-			break
-		}
-		page.Token = ls.NextPageToken
-	}
+	scanKV(t, c, "soak", "effect/", func(kv client.PluginKV) {
+		n, _ := strconv.Atoi(string(kv.Value))
+		effects[strings.TrimPrefix(kv.Key, "effect/")] = n
+	})
 	for key := range l.acked {
 		switch n := effects[key]; {
 		case n == 0:
@@ -750,33 +652,6 @@ func TestSoak(t *testing.T) {
 	}
 	if r.failed() {
 		t.Errorf("soak found a violation (see the report above); daemon log tail:\n%s", tail(logPath))
-	}
-}
-
-// readAll reads a vchannel from its min to its end.
-func readAll(t *testing.T, c *client.Client, vc string, fn func(api.MessageJSON)) {
-	ctx := context.Background()
-	b, err := c.ChannelBounds(ctx, vc)
-	if err != nil {
-		t.Fatalf("bounds of %s: %v", vc, err)
-	}
-	from := b.Min
-	for from < b.Max {
-		res, err := c.ReadChannel(ctx, vc, from, 1000, 0)
-		var ce *client.Error
-		if errors.As(err, &ce) && ce.Code == "offset_out_of_range" {
-			break
-		}
-		if err != nil {
-			t.Fatalf("read %s from %d: %v", vc, from, err)
-		}
-		for _, m := range res.Messages {
-			fn(m)
-		}
-		if len(res.Messages) == 0 || res.Next <= from {
-			break
-		}
-		from = res.Next
 	}
 }
 

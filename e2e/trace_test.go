@@ -145,18 +145,7 @@ func TestTraceAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d := start(t, cfg, addr, logPath)
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			d.kill()
-		}
-	})
-	if !d.waitReady(t, c) {
-		b, _ := os.ReadFile(logPath)
-		t.Fatalf("hostd exited:\n%s", b)
-	}
+	d := startReady(t, c, cfg, addr, logPath)
 	hangUntil := time.Now().Add(traceHang)
 	res, err := c.SubmitBroadcast(context.Background(), &client.BroadcastRequest{
 		Type: "Flaky", VChannels: []string{"orders/0"}, Wait: "persisted", PayloadText: "x",
@@ -171,18 +160,7 @@ func TestTraceAcrossRestart(t *testing.T) {
 	d.kill() // SIGKILL while attempt 2 is in flight
 
 	time.Sleep(time.Until(hangUntil)) // after restart, attempt 2 fails at once
-	d2 := start(t, cfg, addr, logPath)
-	t.Cleanup(func() {
-		select {
-		case <-d2.done:
-		default:
-			d2.kill()
-		}
-	})
-	if !d2.waitReady(t, c) {
-		b, _ := os.ReadFile(logPath)
-		t.Fatalf("hostd did not restart:\n%s", b)
-	}
+	d2 := startReady(t, c, cfg, addr, logPath)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		task, err := c.GetBroadcast(context.Background(), res.ID)
@@ -285,18 +263,7 @@ func TestTraceparentJoinsCallerTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := start(t, cfg, addr, logPath)
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			d.kill()
-		}
-	})
-	if !d.waitReady(t, c) {
-		b, _ := os.ReadFile(logPath)
-		t.Fatalf("hostd exited:\n%s", b)
-	}
+	d := startReady(t, c, cfg, addr, logPath)
 	const tid, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/broadcasts",
 		strings.NewReader(`{"type":"noop","vchannels":["orders/0"],"payload_text":"x"}`))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -131,21 +132,37 @@ func parseID(s string) (uint64, error) {
 	return id, nil
 }
 
+// broadcastByID is the shared part of the commands that act on one
+// broadcast (get, ack, abandon, retry): parse the ID argument (exit code 2
+// if it is not a positive integer), connect, call.
+func (g *globals) broadcastByID(ctx context.Context, arg string,
+	call func(*client.Client, context.Context, uint64) (*client.BroadcastTask, error)) (*client.BroadcastTask, error) {
+	id, err := parseID(arg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	return call(c, ctx, id)
+}
+
+// printTask prints the task a command got back as one task row.
+func (g *globals) printTask(t *client.BroadcastTask, err error) error {
+	if err != nil {
+		return err
+	}
+	return g.print(t, taskHeader, taskRows([]client.BroadcastTask{*t}))
+}
+
 func newBroadcastGetCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
 		Short: "Show a broadcast: state, per-vchannel checkpoints and acks, attempts, errors, trace id",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.GetBroadcast(cmd.Context(), id)
+			t, err := g.broadcastByID(cmd.Context(), args[0], (*client.Client).GetBroadcast)
 			if err != nil {
 				return err
 			}
@@ -232,19 +249,9 @@ func newBroadcastAckCmd(g *globals) *cobra.Command {
 		Short: "Ack one vchannel of an ack_sync_up broadcast (idempotent)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.AckBroadcast(cmd.Context(), id, args[1])
-			if err != nil {
-				return err
-			}
-			return g.print(t, taskHeader, taskRows([]client.BroadcastTask{*t}))
+			return g.printTask(g.broadcastByID(cmd.Context(), args[0], func(c *client.Client, ctx context.Context, id uint64) (*client.BroadcastTask, error) {
+				return c.AckBroadcast(ctx, id, args[1])
+			}))
 		},
 	}
 }
@@ -256,19 +263,9 @@ func newBroadcastAbandonCmd(g *globals) *cobra.Command {
 		Short: "Give up a stuck PENDING broadcast: FAILED, locks released, who and why recorded (admin)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.AbandonBroadcast(cmd.Context(), id, reason)
-			if err != nil {
-				return err
-			}
-			return g.print(t, taskHeader, taskRows([]client.BroadcastTask{*t}))
+			return g.printTask(g.broadcastByID(cmd.Context(), args[0], func(c *client.Client, ctx context.Context, id uint64) (*client.BroadcastTask, error) {
+				return c.AbandonBroadcast(ctx, id, reason)
+			}))
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the task; required)")
@@ -282,19 +279,7 @@ func newBroadcastRetryCmd(g *globals) *cobra.Command {
 		Short: "Re-run a FAILED broadcast: re-takes its locks, then PENDING again (admin)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			t, err := c.RetryBroadcast(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			return g.print(t, taskHeader, taskRows([]client.BroadcastTask{*t}))
+			return g.printTask(g.broadcastByID(cmd.Context(), args[0], (*client.Client).RetryBroadcast))
 		},
 	}
 }
