@@ -7,7 +7,10 @@
 //	cd bench && HOSTD_BENCH_SECONDS=5 go test ./catalog -run TestReport -v
 //	cd bench && go test ./catalog -run XXX -bench .                      # Go benchmarks
 //
-// Targets (issue 2): one writer costs at most a small constant over raw
-// Badger (≥ 0.5×), and concurrent writers share fsyncs: at 256 writers the
-// committer commits ≥ 10× raw Badger's rate and ≥ 5 commits per raw fsync.
+// Issue 2 asks that 256 concurrent writers commit with far fewer Badger
+// transactions than writes (the report reads that as ≥ 10 commits per
+// transaction). The rate goals are this package's own reading of it: one
+// writer costs at most a small constant over raw Badger (≥ 0.5×), and
+// concurrent writers share fsyncs: at 256 writers the committer commits
+// ≥ 10× raw Badger's rate and ≥ 5 commits per raw fsync.
 package catalogbench

@@ -81,20 +81,32 @@ func TestReport(t *testing.T) {
 		t.Log(cr, fmt.Sprintf("rounds %d, txns %d", st.Rounds, st.Txns))
 		perTxn := float64(st.Committed) / float64(max(st.Txns, 1))
 		note := fmt.Sprintf("%.1f commits per Badger txn; p50 %v (raw Badger %v)", perTxn, cr.P50.Round(time.Microsecond), rb.P50.Round(time.Microsecond))
-		fig := fmt.Sprintf("durable 1-key Commit, %d writers", c)
+		writers := fmt.Sprintf("%d writers", c)
+		if c == 1 {
+			writers = "1 writer"
+		}
+		fig := "durable 1-key Commit, " + writers
 		rowB := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
-			Baseline: fmt.Sprintf("raw Badger sync txn, %d writers", c), BaseVal: rb.Rate(), Note: note}
+			Baseline: "raw Badger sync txn, " + writers, BaseVal: rb.Rate(), Note: note}
 		rowF := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
 			Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs.Rate(),
 			Note: fmt.Sprintf("%.1f commits per Badger txn (one fsync each); raw fsync p50 %v", perTxn, fs.P50.Round(time.Microsecond))}
+		// Issue 2 asks for "far fewer Badger transactions than writes" at
+		// 256 writers; the rate targets are this package's own reading of
+		// that (see doc.go).
 		switch c {
 		case 1:
-			rowB.Target, rowB.MinRatio = "≥ 0.5× raw Badger", 0.5
+			rowB.Target, rowB.MinRatio = "≥ 0.5× raw Badger (bench goal)", 0.5
 		case 256:
-			rowB.Target, rowB.MinRatio = "≥ 10× raw Badger", 10
-			rowF.Target, rowF.MinRatio = "≥ 5× raw fsync", 5
+			rowB.Target, rowB.MinRatio = "≥ 10× raw Badger (bench goal)", 10
+			rowF.Target, rowF.MinRatio = "≥ 5× raw fsync (bench goal)", 5
 		}
 		rows = append(rows, rowB, rowF)
+		if c == 256 {
+			rows = append(rows, report.Row{Bench: "catalog", Figure: "commits per Badger transaction, 256 writers", Value: perTxn, Unit: "commits/txn",
+				Baseline: "raw Badger: one txn per commit", BaseVal: 1, Target: "far fewer txns than writes (issue 2; read as ≥ 10)", MinRatio: 10,
+				Note: fmt.Sprintf("%d commits in %d txns", st.Committed, st.Txns)})
+		}
 	}
 	for i := range rows {
 		rows[i] = rows[i].Finish()
