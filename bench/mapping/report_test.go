@@ -96,14 +96,11 @@ func TestReport(t *testing.T) {
 		if failed != nil {
 			t.Fatal(failed)
 		}
-		fig := fmt.Sprintf("logic→physical translation, %d segments", segs)
-		if segs == 1 {
-			fig = "logic→physical translation, 1 segment"
-		}
+		fig := "logic→physical translation, " + map[int]string{1: "1 segment", 10: "10 segments", 1000: "1,000 segments"}[segs]
 		row(report.Row{Figure: fig, Value: trans[segs], Unit: "ns/op",
 			Baseline: "Go map lookup", BaseVal: mapNs})
 	}
-	row(report.Row{Figure: "logic→physical translation, 1,000 segments", Value: trans[1000], Unit: "ns/op",
+	row(report.Row{Figure: "logic→physical translation, 1,000 segments vs 1", Value: trans[1000], Unit: "ns/op",
 		Baseline: "same, 1 segment", BaseVal: trans[1], Note: "the cost of finding the segment (binary search)"})
 
 	// Remap of a 10,000-queue topic, durable.
@@ -187,9 +184,14 @@ func TestReport(t *testing.T) {
 		}
 		return 100 / (ns / 1e9)
 	}
-	within, across := read(500), read(1950)
+	// Best of 3 interleaved runs each, so a burst of load from elsewhere on
+	// a shared machine does not decide the ratio.
+	var within, across float64
+	for range 3 {
+		within, across = max(within, read(500)), max(across, read(1950))
+	}
 	row(report.Row{Figure: "read 100 messages across a segment boundary", Value: across, Unit: "msgs/s",
-		Baseline: "within one segment", BaseVal: within, Note: "100-byte messages, in-memory catalog"})
+		Baseline: "within one segment", BaseVal: within, Note: "100-byte messages, in-memory catalog; best of 3 interleaved runs each"})
 
 	if err := report.Emit(t.Logf, rows...); err != nil {
 		t.Fatal(err)
