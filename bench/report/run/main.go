@@ -71,20 +71,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	full := fs.Bool("full", false, "long runs (HOSTD_LONG=1, 5 s per figure, every Go benchmark at 1 s)")
 	out := fs.String("out", "results/latest.md", "Markdown report file")
-	pkgsFlag := fs.String("pkgs", "./...", "packages to run (go list pattern)")
+	pkgsFlag := fs.String("pkgs", "./...", "packages to run (go list patterns, space-separated)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "timeout per package")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	list, err := exec.Command("go", "list", *pkgsFlag).Output()
+	list, err := exec.Command("go", append([]string{"list"}, strings.Fields(*pkgsFlag)...)...).Output()
 	if err != nil {
 		fmt.Fprintf(stderr, "go list: %v\n", err)
 		return 1
 	}
 	var pkgs []string
 	for _, p := range strings.Fields(string(list)) {
-		if strings.Contains(p, "/bench/report") {
-			continue
+		if strings.HasSuffix(p, "/bench/report") || strings.HasSuffix(p, "/bench/report/run") {
+			continue // the report itself measures nothing
 		}
 		pkgs = append(pkgs, p)
 	}
