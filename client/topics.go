@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/hostd-dev/hostd/builtin/mapping"
@@ -19,6 +21,7 @@ type (
 	QueueOffsets = api.QueueOffsets
 	GroupOffset  = mapping.GroupOffset
 	Retention    = api.RetentionJSON
+	Translation  = mapping.Translation
 )
 
 // CreateTopic creates a static topic (req.Topic, req.Queues, brokers,
@@ -45,6 +48,51 @@ func (c *Client) RemapTopic(ctx context.Context, topic string, req *TopicRequest
 func (c *Client) DeleteTopic(ctx context.Context, topic string) (*TopicChange, error) {
 	var out TopicChange
 	return &out, c.Do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(topic), nil, &out)
+}
+
+// DeleteTopicDryRun checks that topic can be deleted and returns the
+// change it would make, without deleting anything.
+func (c *Client) DeleteTopicDryRun(ctx context.Context, topic string) (*TopicChange, error) {
+	var out TopicChange
+	return &out, c.Do(ctx, http.MethodDelete, "/v1/topics/"+url.PathEscape(topic)+"?dry_run=true", nil, &out)
+}
+
+// TranslateLogic returns where logic offset of vchannel ("topic/N") is
+// stored: segment, broker, physical queue and physical offset. An offset
+// that is not mapped is an *Error with code offset_out_of_range (details
+// min, max).
+func (c *Client) TranslateLogic(ctx context.Context, vchannel string, offset uint64) (*Translation, error) {
+	p, err := topicQueuePath(vchannel)
+	if err != nil {
+		return nil, err
+	}
+	var out Translation
+	if err := c.Do(ctx, http.MethodGet, p+"/translate?logic_offset="+strconv.FormatUint(offset, 10), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// TranslatePhysical returns the topic, logic queue and logic offset of
+// physical offset of broker's physical queue queueID. A physical queue no
+// topic maps is not_found; an offset outside its segment is
+// offset_out_of_range.
+func (c *Client) TranslatePhysical(ctx context.Context, broker string, queueID, offset uint64) (*Translation, error) {
+	var out Translation
+	path := "/v1/brokers/" + url.PathEscape(broker) + "/queues/" + strconv.FormatUint(queueID, 10) +
+		"/translate?physical_offset=" + strconv.FormatUint(offset, 10)
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func topicQueuePath(vchannel string) (string, error) {
+	t, q, err := mapping.ParseVChannel(vchannel)
+	if err != nil {
+		return "", fmt.Errorf("client: vchannel %q: want topic/N", vchannel)
+	}
+	return "/v1/topics/" + url.PathEscape(t) + "/queues/" + strconv.Itoa(q), nil
 }
 
 // DescribeTopic returns topic's logic queues with their segments and the

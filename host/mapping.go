@@ -266,6 +266,14 @@ func (s topicService) OffsetForTime(ctx context.Context, vc string, at time.Time
 	return s.m.OffsetForTime(ctx, vc, at)
 }
 
+func (s topicService) TranslateLogic(ctx context.Context, vc string, off uint64) (*mapping.Translation, error) {
+	return s.m.TranslateLogic(ctx, vc, off)
+}
+
+func (s topicService) TranslatePhysical(ctx context.Context, broker string, id, off uint64) (*mapping.Translation, error) {
+	return s.m.TranslatePhysical(ctx, broker, id, off)
+}
+
 // channelService adapts the mapping to api.ChannelService.
 type channelService struct{ m *mapping.Mapping }
 

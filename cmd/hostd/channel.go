@@ -17,8 +17,29 @@ func newChannelCmd(g *globals) *cobra.Command {
 		Use:   "channel",
 		Short: "Read and append messages of a vchannel (logic queue topic/N)",
 	}
-	cmd.AddCommand(newChannelReadCmd(g), newChannelAppendCmd(g))
+	cmd.AddCommand(newChannelReadCmd(g), newChannelAppendCmd(g), newChannelBoundsCmd(g))
 	return cmd
+}
+
+func newChannelBoundsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "bounds VCHANNEL",
+		Short:   "Show a logic queue's retained range [min, max) of logic offsets",
+		Example: `  hostd channel bounds orders/0`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			b, err := c.ChannelBounds(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return g.print(b, []string{"VCHANNEL", "MIN", "MAX"},
+				[][]string{{b.VChannel, strconv.FormatUint(b.Min, 10), strconv.FormatUint(b.Max, 10)}})
+		},
+	}
 }
 
 func newChannelReadCmd(g *globals) *cobra.Command {

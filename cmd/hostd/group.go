@@ -34,9 +34,9 @@ func newGroupCommitCmd(g *globals) *cobra.Command {
 		Short: "Store the group's next offset to consume",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			off, err := strconv.ParseUint(args[2], 10, 64)
+			off, err := parseOffsetArg("OFFSET", args[2])
 			if err != nil {
-				return withCode(2, err)
+				return err
 			}
 			c, err := g.client()
 			if err != nil {

@@ -20,7 +20,7 @@ func newTopicCmd(g *globals) *cobra.Command {
 			"data; logic offsets stay continuous. Changes run as broadcasts under the topic's exclusive key.",
 	}
 	cmd.AddCommand(newTopicCreateCmd(g), newTopicGrowCmd(g), newTopicRemapCmd(g), newTopicDescribeCmd(g),
-		newTopicLsCmd(g), newTopicOffsetsCmd(g), newTopicDeleteCmd(g))
+		newTopicLsCmd(g), newTopicOffsetsCmd(g), newTopicDeleteCmd(g), newTopicTranslateCmd(g))
 	return cmd
 }
 
@@ -128,22 +128,97 @@ func newTopicRemapCmd(g *globals) *cobra.Command {
 }
 
 func newTopicDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var dryRun bool
+	cmd := &cobra.Command{
 		Use:   "delete TOPIC",
-		Short: "Delete a topic and its messages",
+		Short: "Delete a topic, its messages, its consumer group offsets and producer states (admin)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			ch, err := c.DeleteTopic(cmd.Context(), args[0])
+			var ch *client.TopicChange
+			if dryRun {
+				ch, err = c.DeleteTopicDryRun(cmd.Context(), args[0])
+			} else {
+				ch, err = c.DeleteTopic(cmd.Context(), args[0])
+			}
 			if err != nil {
 				return err
 			}
 			return g.print(ch, changeHeader, changeRows(ch))
 		},
 	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check that the topic can be deleted without deleting it")
+	return cmd
+}
+
+// parseOffsetArg parses a non-negative integer argument (exit code 2 when
+// it is not one).
+func parseOffsetArg(name, v string) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, withCode(exitUsage, fmt.Errorf("%s: want a non-negative integer, got %q", name, v))
+	}
+	return n, nil
+}
+
+func newTopicTranslateCmd(g *globals) *cobra.Command {
+	var physical bool
+	cmd := &cobra.Command{
+		Use:   "translate VCHANNEL LOGIC_OFFSET | translate --physical BROKER/QUEUE_ID PHYSICAL_OFFSET",
+		Short: "Translate a logic offset to its segment, broker and physical offset, or back",
+		Long: "Without --physical, shows where logic offset LOGIC_OFFSET of logic queue VCHANNEL (topic/N)\n" +
+			"is stored: its segment, broker, physical queue and physical offset. With --physical, does the\n" +
+			"reverse for a physical queue BROKER/QUEUE_ID (as shown by describe) and a physical offset.\n" +
+			"RETAINED is false for a message retention has trimmed while its segment is still mapped.",
+		Example: `  hostd topic translate orders/3 1500
+  hostd topic translate --physical b/17 42`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var tr *client.Translation
+			if physical {
+				i := strings.LastIndexByte(args[0], '/')
+				if i <= 0 {
+					return withCode(exitUsage, fmt.Errorf("physical queue %q: want BROKER/QUEUE_ID, such as b/17", args[0]))
+				}
+				id, err := parseOffsetArg("QUEUE_ID", args[0][i+1:])
+				if err != nil {
+					return err
+				}
+				off, err := parseOffsetArg("PHYSICAL_OFFSET", args[1])
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				if tr, err = c.TranslatePhysical(cmd.Context(), args[0][:i], id, off); err != nil {
+					return err
+				}
+			} else {
+				off, err := parseOffsetArg("LOGIC_OFFSET", args[1])
+				if err != nil {
+					return err
+				}
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				if tr, err = c.TranslateLogic(cmd.Context(), args[0], off); err != nil {
+					return err
+				}
+			}
+			return g.print(tr, []string{"VCHANNEL", "LOGIC OFFSET", "BROKER", "PHYSICAL QUEUE", "PHYSICAL OFFSET", "SEGMENT", "GEN", "RETAINED"},
+				[][]string{{tr.VChannel, strconv.FormatUint(tr.LogicOffset, 10), tr.Broker, tr.PhysicalQueue,
+					strconv.FormatUint(tr.PhysicalOffset, 10), strconv.Itoa(tr.SegmentIndex), strconv.FormatUint(tr.Segment.Gen, 10),
+					strconv.FormatBool(tr.Retained)}})
+		},
+	}
+	cmd.Flags().BoolVar(&physical, "physical", false, "translate a physical queue BROKER/QUEUE_ID and offset to the logic queue and offset")
+	return cmd
 }
 
 func fmtTimePtr(t *time.Time) string {

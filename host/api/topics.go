@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -20,6 +22,10 @@ type TopicService interface {
 	List(ctx context.Context, after string, limit int) ([]mapping.Topic, bool, error)
 	Bounds(ctx context.Context, vchannel string) (min, max uint64, err error)
 	OffsetForTime(ctx context.Context, vchannel string, at time.Time) (uint64, error)
+	// TranslateLogic places a logic offset of vchannel in its segment
+	// and physical queue; TranslatePhysical does the reverse.
+	TranslateLogic(ctx context.Context, vchannel string, offset uint64) (*mapping.Translation, error)
+	TranslatePhysical(ctx context.Context, broker string, queueID, offset uint64) (*mapping.Translation, error)
 }
 
 // TopicChange is the result of a create/grow/remap/delete.
@@ -68,6 +74,8 @@ type QueueOffsets struct {
 //	POST   /v1/topics/{topic}/remap    write  remap onto brokers (dry_run to preview)
 //	DELETE /v1/topics/{topic}          admin  delete
 //	GET    /v1/topics/{topic}/offsets  read   min/max per logic queue (?time=RFC3339: lookup)
+//	GET    /v1/topics/{topic}/queues/{queue}/translate   read  ?logic_offset=N → segment, broker, physical queue and offset
+//	GET    /v1/brokers/{broker}/queues/{queue}/translate read  ?physical_offset=N → topic, logic queue, logic offset
 func RegisterTopics(s *Server, svc TopicService) {
 	change := func(w http.ResponseWriter, r *http.Request, kind, topic string, body *TopicRequest) error {
 		c := mapping.Change{Kind: kind, Topic: topic, Queues: body.Queues, Brokers: body.Brokers, Policy: body.Policy}
@@ -174,7 +182,98 @@ func RegisterTopics(s *Server, svc TopicService) {
 		}
 		return WriteList(w, out, "")
 	})
+	s.Handle("GET /v1/topics/{topic}/queues/{queue}/translate", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		vc, off, err := DecodeTranslateLogic(r.PathValue("topic"), r.PathValue("queue"), r.URL.Query())
+		if err != nil {
+			return err
+		}
+		tr, err := svc.TranslateLogic(r.Context(), vc, off)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, tr)
+	})
+	s.Handle("GET /v1/brokers/{broker}/queues/{queue}/translate", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		broker, id, off, err := DecodeTranslatePhysical(r.PathValue("broker"), r.PathValue("queue"), r.URL.Query())
+		if err != nil {
+			return err
+		}
+		tr, err := svc.TranslatePhysical(r.Context(), broker, id, off)
+		if err != nil {
+			return err
+		}
+		return WriteJSON(w, http.StatusOK, tr)
+	})
 	s.MapErrors(mappingError)
+}
+
+// DecodeTranslateLogic checks the path values and query of GET
+// /v1/topics/{topic}/queues/{queue}/translate: a topic name, a logic queue
+// id (decimal, no sign or leading zeros) and exactly one logic_offset. It
+// returns the vchannel "topic/queue". Errors are invalid_argument naming
+// the field; it never panics (FuzzTranslateRequest).
+func DecodeTranslateLogic(topic, queue string, q url.Values) (vchannel string, offset uint64, err error) {
+	if topic != mapping.ControlTopic {
+		if err := mapping.ValidateTopicName(topic); err != nil {
+			return "", 0, InvalidField("topic", "%v", err)
+		}
+	}
+	id, err := canonicalUint("queue", queue, mapping.MaxQueues-1)
+	if err != nil {
+		return "", 0, err
+	}
+	off, err := onlyParam(q, "logic_offset")
+	if err != nil {
+		return "", 0, err
+	}
+	return mapping.VChannel(topic, int(id)), off, nil
+}
+
+// DecodeTranslatePhysical checks the path values and query of GET
+// /v1/brokers/{broker}/queues/{queue}/translate: a broker name, a
+// physical queue id and exactly one physical_offset. Errors are
+// invalid_argument naming the field; it never panics.
+func DecodeTranslatePhysical(broker, queue string, q url.Values) (string, uint64, uint64, error) {
+	if err := mapping.ValidateBrokerName(broker); err != nil {
+		return "", 0, 0, InvalidField("broker", "%v", err)
+	}
+	id, err := canonicalUint("queue", queue, math.MaxUint64)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	off, err := onlyParam(q, "physical_offset")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	return broker, id, off, nil
+}
+
+// canonicalUint parses a decimal id as written by hostd: digits only, no
+// sign, no leading zeros, at most max.
+func canonicalUint(field, v string, max uint64) (uint64, error) {
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > max || strconv.FormatUint(n, 10) != v {
+		return 0, InvalidField(field, "%s must be a decimal integer in [0, %d], got %q", field, max, v)
+	}
+	return n, nil
+}
+
+// onlyParam reads the one query parameter name as a non-negative integer;
+// a missing, repeated or unknown parameter is invalid_argument.
+func onlyParam(q url.Values, name string) (uint64, error) {
+	for k := range q {
+		if k != name {
+			return 0, InvalidField(k, "unknown query parameter %q (only %s)", k, name)
+		}
+	}
+	vs := q[name]
+	switch {
+	case len(vs) == 0:
+		return 0, InvalidField(name, "%s is required", name)
+	case len(vs) > 1:
+		return 0, InvalidField(name, "%s given %d times", name, len(vs))
+	}
+	return canonicalUint(name, vs[0], math.MaxUint64)
 }
 
 // mappingError maps builtin/mapping and runtime/wal errors to API errors.
@@ -182,6 +281,7 @@ func mappingError(err error) *Error {
 	var re *mapping.RangeError
 	var wre *wal.RangeError
 	var pe *mapping.PolicyError
+	var pre *mapping.PhysicalRangeError
 	switch {
 	case errors.As(err, &re):
 		return Errorf(http.StatusRequestedRangeNotSatisfiable, CodeOffsetOutOfRange, "%v", err).
@@ -189,6 +289,9 @@ func mappingError(err error) *Error {
 	case errors.As(err, &wre):
 		return Errorf(http.StatusRequestedRangeNotSatisfiable, CodeOffsetOutOfRange, "%v", err).
 			With("min", wre.Min).With("max", wre.Max).With("vchannel", wre.Queue)
+	case errors.As(err, &pre):
+		return Errorf(http.StatusRequestedRangeNotSatisfiable, CodeOffsetOutOfRange, "%v", err).
+			With("min", pre.Start).With("max", pre.End).With("physical_queue", pre.PhysicalQueue).With("vchannel", pre.VChannel)
 	case errors.As(err, &pe):
 		return FailedPrecondition("%v", err).With("reason", "bad_policy_output").With("policy", pe.Policy).With("source", pe.Source)
 	case errors.Is(err, mapping.ErrExists):
