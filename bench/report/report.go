@@ -255,6 +255,9 @@ func status(r Row) string {
 	}
 }
 
+// RatioText is the ratio as the table shows it ("0.62×", "38×").
+func (r Row) RatioText() string { return ratio(r.Ratio) }
+
 func cell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
 
 func ratio(x float64) string {

@@ -111,7 +111,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	env = append(env, "HOSTD_BENCH_SECONDS="+seconds)
 
 	var logBuf bytes.Buffer
-	var parsed, rawRows []report.Row
+	var rows, rawRows []report.Row
 	var failures []string
 	var narratives [][2]string
 	start := time.Now()
@@ -132,36 +132,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 		t0 := time.Now()
 		err := cmd.Run()
 		fmt.Fprintf(&logBuf, "== go %s %s (%s)\n%s\n", strings.Join(args, " "), p, time.Since(t0).Round(time.Second), o.String())
+		// The rows this package emitted, then those parsed from its output:
+		// the table keeps the packages' order.
+		emitted, rerr := takeRows(rowsFile.Name())
+		if rerr != nil {
+			failures = append(failures, fmt.Sprintf("%s: %v", p, rerr))
+		}
+		rows = append(rows, emitted...)
 		rawRows = append(rawRows, report.ParseBench(path.Base(p), o.String())...)
 		if txt := report.Narrative(o.String()); txt != "" {
 			narratives = append(narratives, [2]string{p, txt})
 		}
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("%s: %v (see results/latest.log)", p, err))
-			parsed = append(parsed, report.Row{Bench: path.Base(p), Figure: "every figure of " + path.Base(p),
+			rows = append(rows, report.Row{Bench: path.Base(p), Figure: "every figure of " + path.Base(p),
 				Missing: fmt.Sprintf("go test failed (%v); its output is in results/latest.log", err)})
 			continue
 		}
 		if s.parse != nil {
-			rows, perr := s.parse(o.String())
+			parsed, perr := s.parse(o.String())
 			if perr != nil {
 				failures = append(failures, perr.Error())
-				rows = append(rows, report.Row{Bench: path.Base(p), Figure: "figures of " + path.Base(p), Missing: perr.Error()})
+				parsed = append(parsed, report.Row{Bench: path.Base(p), Figure: "figures of " + path.Base(p), Missing: perr.Error()})
 			}
-			parsed = append(parsed, rows...)
+			rows = append(rows, parsed...)
 		}
 	}
-	f, err := os.Open(rowsFile.Name())
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	rows, err := report.ReadRows(f)
-	f.Close()
-	if err != nil {
-		failures = append(failures, err.Error())
-	}
-	rows = append(rows, parsed...)
 	rows = append(rows, rawRows...)
 
 	var md bytes.Buffer
@@ -173,6 +169,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"Targets are the issues' (2 catalog, 3 plugins, 4 broadcast, 5 locks, 6 mapping, 7 tracing); a missed target does not fail the run.\n\n")
 	met, missed, missing := report.Summary(rows)
 	fmt.Fprintf(&md, "**Targets: %d met, %d MISSED; %d figures not measured.**\n\n", met, missed, missing)
+	for _, r := range rows {
+		switch {
+		case r.Missing != "":
+			fmt.Fprintf(&md, "- not measured: %s — %s\n", r.Bench, r.Figure)
+		case r.Met != nil && !*r.Met:
+			fmt.Fprintf(&md, "- MISSED: %s — %s: %s %s (target %s)\n", r.Bench, r.Figure, r.RatioText(), r.Baseline, r.Target)
+		}
+	}
+	if missed+missing > 0 {
+		fmt.Fprintln(&md)
+	}
 	report.Render(&md, rows)
 	var raw bytes.Buffer
 	if n := report.RenderRaw(&raw, rows); n > 0 {
@@ -205,6 +212,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// takeRows reads the rows emitted so far and empties the file.
+func takeRows(name string) ([]report.Row, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := report.ReadRows(bytes.NewReader(b))
+	if terr := os.Truncate(name, 0); err == nil {
+		err = terr
+	}
+	return rows, err
 }
 
 func loadAvg() string {

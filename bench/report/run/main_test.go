@@ -51,6 +51,7 @@ func TestRun(t *testing.T) {
 		"| failing | every figure of failing | — |",
 		"| not measured | go test failed",
 		"**Targets: 0 met, 0 MISSED; 1 figures not measured.**",
+		"- not measured: failing — every figure of failing",
 		"## Failures",
 	} {
 		if !strings.Contains(string(md), want) {
