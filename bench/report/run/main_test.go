@@ -16,7 +16,7 @@ func TestSpecFor(t *testing.T) {
 	if s := specFor(mod+"catalog", true); s.bench != "." || s.benchtime != "1s" {
 		t.Errorf("full catalog: %+v", s)
 	}
-	if s := specFor(mod+"locks", false); s.bench != "LockPairs" || s.benchtime != "1x" || s.parse == nil {
+	if s := specFor(mod+"locks", false); s.run != "Report|Table" || s.bench != "LockPairs" || s.benchtime != "1x" || s.parse == nil {
 		t.Errorf("locks: %+v", s)
 	}
 	for _, p := range []string{"broadcast", "plugins"} {
