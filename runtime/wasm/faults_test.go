@@ -45,7 +45,9 @@ func TestEndlessLoopTimesOut(t *testing.T) {
 		t.Fatalf("loop: %v", err)
 	}
 	t.Logf("endless loop stopped after %v", took)
-	if took > 300*time.Millisecond {
+	// Bounded loosely: timers and goroutines run late on a loaded
+	// machine under -race; a loop that were not interrupted never ends.
+	if took > 3*time.Second {
 		t.Fatalf("loop took %v to stop with a 100ms timeout", took)
 	}
 	for i := 0; i < 10; i++ {
@@ -95,7 +97,7 @@ func TestCrashesReplaceTheInstance(t *testing.T) {
 			}
 		})
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // refills start instances: slow under -race and load
 	for r.List()[0].Live != 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -114,10 +114,12 @@ func TestCrashLoopBackoff(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	// Generous: conditions may wait for an instance to start, which
+	// takes seconds under -race on a loaded machine.
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
+			t.Fatal("condition not reached in 30s")
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -127,7 +129,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // ends (TestMain checks with goleak), later calls get ErrClosed.
 func TestCloseWithWorkInFlight(t *testing.T) {
 	r, err := New(context.Background(), Config{CacheDir: wasmtest.CacheDir(), Logger: slog.New(slog.DiscardHandler), Plugins: []Spec{
-		{Name: "faults", Path: faultsWasm(t), Limits: Limits{CallTimeout: 5 * time.Second, PoolSize: 2}},
+		{Name: "faults", Path: faultsWasm(t), Limits: Limits{CallTimeout: time.Minute, PoolSize: 2}},
 		{Name: "echo", Path: echoWasm(t)},
 	}, Defaults: Limits{PoolSize: 1}})
 	if err != nil {
@@ -141,6 +143,10 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 	if _, err := r.Ack(bg, msg("Trap", "trap")); KindOf(err) != KindTrap {
 		t.Fatal(err)
 	}
+	r.mu.RLock()
+	fv := r.versions["faults"]
+	r.mu.RUnlock()
+	base := fv.refs.Load()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i := 0; i < 4; i++ {
@@ -151,7 +157,10 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Close only once all four calls are in flight (past the closed
+	// check); a call that starts after Close gets ErrClosed instead.
+	waitFor(t, func() bool { return fv.refs.Load() >= base+4 })
+	time.Sleep(20 * time.Millisecond) // let one reach the guest's loop
 	start := time.Now()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -163,7 +172,9 @@ func TestCloseWithWorkInFlight(t *testing.T) {
 			t.Fatalf("loop call across Close: %v, want unavailable", err)
 		}
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// The loops' call timeout is a minute: a Close that waited for it
+	// instead of stopping them would take that long.
+	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("Close took %v with endless loops in flight", d)
 	}
 	if _, err := r.Ack(bg, msg("Echo", "ok")); !errors.Is(err, ErrClosed) {
