@@ -47,7 +47,20 @@
 // appends. Delete marks the meta "deleting" first; Open finishes an
 // interrupted delete.
 //
-// Locking: WAL.mu guards the queue table; queue.mu guards a queue's
-// pending list, cache and notifier and is never held across a catalog call;
-// queue.trimMu serializes Trim and Delete of one queue.
+// # Group commit
+//
+// Every append — Append, AppendWith, or AppendMulti over several queues —
+// queues one request. One caller at a time leads: it takes everything
+// queued (within MaxBatchRecords/MaxBatchBytes), assigns offsets and
+// ticks per queue from the cached meta, and commits it all as one catalog
+// batch with one version check per queue meta. No timers: a lone writer
+// commits at once; whatever queues meanwhile goes into the next round. A
+// request naming a missing or sealed queue fails alone before the commit;
+// a failed commit fails every request in it and assigns nothing. So a
+// broadcast to N vchannels is one catalog commit, not N.
+//
+// Locking: WAL.mu guards the queue table; WAL.amu guards the committer's
+// pending list and leadership; queue.mu guards a queue's cache and
+// notifier. No two of them are held at once and none is held across a
+// catalog call. queue.trimMu serializes Trim and Delete of one queue.
 package wal

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
 // ControlChannel is the reserved vchannel every broadcast includes. With
@@ -55,6 +57,32 @@ type Resolver interface {
 	Bounds(ctx context.Context, vchannel string) (min, max uint64, err error)
 	// Wait blocks until max > offset or ctx ends.
 	Wait(ctx context.Context, vchannel string, offset uint64) error
+}
+
+// ChannelRecords is one vchannel's share of a multi-vchannel append.
+type ChannelRecords struct {
+	VChannel string
+	Recs     []Record
+}
+
+// MultiAppender is implemented by resolvers that append to several
+// vchannels in one atomic catalog commit (all or none), so a broadcast to
+// N vchannels costs one durable write. It returns one Position slice per
+// element of batches. A failure caused by one vchannel (missing, sealed,
+// invalid, too large) is a *PartError whose Index is that element and
+// whose Queue is its vchannel; nothing was appended then. The extra
+// catalog writes are committed in the same transaction (the broadcast
+// engine persists a new task with its first appends this way).
+type MultiAppender interface {
+	AppendMulti(ctx context.Context, batches []ChannelRecords, extra []catalog.Op) ([][]Position, error)
+}
+
+// NextHinter is implemented by resolvers that can tell, from memory, a
+// lower bound of the logic offset a vchannel assigns next (exact when
+// nothing is being appended to it). The broadcast engine records it as a
+// recovery low-water mark, for which any lower bound is correct.
+type NextHinter interface {
+	NextHint(ctx context.Context, vchannel string) (uint64, error)
 }
 
 // Direct is the 1:1 resolver: vchannel name == physical queue name. A
@@ -125,4 +153,41 @@ func (d *Direct) Bounds(ctx context.Context, vchannel string) (uint64, uint64, e
 // Wait implements Resolver.
 func (d *Direct) Wait(ctx context.Context, vchannel string, offset uint64) error {
 	return chanErr(vchannel, d.w.Wait(ctx, vchannel, offset))
+}
+
+// AppendMulti implements MultiAppender.
+func (d *Direct) AppendMulti(ctx context.Context, batches []ChannelRecords, extra []catalog.Op) ([][]Position, error) {
+	parts := make([]Part, len(batches))
+	for i, b := range batches {
+		parts[i] = Part{Queue: b.VChannel, Recs: b.Recs}
+	}
+	if len(extra) > 0 && len(parts) > 0 {
+		parts[0].Extra = func([]Entry) []catalog.Op { return extra }
+	}
+	ents, err := d.w.AppendMulti(ctx, parts)
+	if err != nil {
+		var pe *PartError
+		if errors.As(err, &pe) {
+			return nil, &PartError{Index: pe.Index, Queue: pe.Queue, Err: chanErr(pe.Queue, pe.Err)}
+		}
+		return nil, err
+	}
+	out := make([][]Position, len(ents))
+	for i, es := range ents {
+		vc := batches[i].VChannel
+		out[i] = make([]Position, len(es))
+		for j, e := range es {
+			out[i][j] = Position{VChannel: vc, Offset: e.Offset, Queue: vc, QueueOffset: e.Offset, Tick: e.Tick}
+		}
+	}
+	return out, nil
+}
+
+// NextHint implements NextHinter.
+func (d *Direct) NextHint(ctx context.Context, vchannel string) (uint64, error) {
+	if err := ValidateQueueName(vchannel); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoChannel, err)
+	}
+	n, err := d.w.NextHint(ctx, vchannel)
+	return n, chanErr(vchannel, err)
 }

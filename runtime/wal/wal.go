@@ -16,7 +16,6 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
-	"github.com/hostd-dev/hostd/runtime/failpoint"
 	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
@@ -130,6 +129,12 @@ type WAL struct {
 	queues map[string]*queue
 	closed bool
 
+	// The group committer (append.go): one leader at a time commits
+	// everything queued, across all queues, as one catalog batch.
+	amu      sync.Mutex
+	apending []*appendReq
+	arunning bool
+
 	tracer    trace.Tracer
 	mAppends  metric.Int64Counter
 	mRecords  metric.Int64Counter
@@ -137,34 +142,22 @@ type WAL struct {
 	mBatch    metric.Int64Histogram
 	mLatency  metric.Float64Histogram
 	mTrimmed  metric.Int64Counter
+
+	attrOK, attrFailed metric.MeasurementOption // built once: per-call attribute sets cost allocations
 }
 
-// queue is the in-memory state of one physical queue: the group-commit
-// appender and the long-poll notifier.
+// queue is the in-memory state of one physical queue: its cached meta and
+// the long-poll notifier.
 type queue struct {
 	name string
 
-	mu      sync.Mutex
-	pending []*appendReq
-	running bool // a caller is leading commits
-	loaded  bool // m/ver mirror the catalog
-	m       meta // cached meta
-	ver     catalog.Version
-	notify  chan struct{} // closed and replaced when max grows
+	mu     sync.Mutex
+	loaded bool // m/ver mirror the catalog
+	m      meta // cached meta
+	ver    catalog.Version
+	notify chan struct{} // closed and replaced when max grows
 
 	trimMu sync.Mutex // serializes Trim and Delete of this queue
-}
-
-type appendReq struct {
-	ctx     context.Context
-	recs    []Record
-	extra   func([]Entry) []catalog.Op
-	size    int
-	state   int // 0 queued, 1 taken, 2 canceled
-	lead    chan struct{}
-	done    chan struct{}
-	entries []Entry
-	err     error
 }
 
 // Open opens the WAL on cfg.Store: it seeds the tick clock above every
@@ -184,6 +177,8 @@ func Open(ctx context.Context, cfg Config) (*WAL, error) {
 	w.mFailures, _ = m.Int64Counter("hostd.wal.append_failures", metric.WithDescription("Append calls that failed"))
 	w.mBatch, _ = m.Int64Histogram("hostd.wal.commit_records", metric.WithDescription("records per grouped commit"))
 	w.mLatency, _ = m.Float64Histogram("hostd.wal.append_seconds", metric.WithUnit("s"), metric.WithDescription("Append latency"))
+	w.attrOK = metric.WithAttributeSet(attribute.NewSet(attribute.Bool("ok", true)))
+	w.attrFailed = metric.WithAttributeSet(attribute.NewSet(attribute.Bool("ok", false)))
 	w.mTrimmed, _ = m.Int64Counter("hostd.wal.trimmed", metric.WithDescription("entries removed by Trim/Delete"))
 
 	var deleting []string
@@ -353,253 +348,6 @@ func (w *WAL) Changed(queue string) {
 	close(q.notify)
 	q.notify = make(chan struct{})
 	q.mu.Unlock()
-}
-
-// Append appends recs to queue atomically (all or none) and returns their
-// entries with consecutive offsets. Concurrent appends to one queue are
-// grouped into one catalog commit; each caller gets its own result. On an
-// error nothing of this call was appended — except when ctx ends after the
-// call's batch was handed to the catalog, in which case Append waits for
-// that commit's outcome rather than guess.
-// Errors: ErrNoQueue, ErrSealed, ErrTooLarge, ErrInvalid, ErrClosed,
-// ctx.Err(), or a wrapped catalog error.
-func (w *WAL) Append(ctx context.Context, queue string, recs []Record) ([]Entry, error) {
-	return w.AppendWith(ctx, queue, recs, nil)
-}
-
-// AppendWith is Append with extra catalog writes committed atomically with
-// the entries: extra is called with the entries' assigned offsets and
-// ticks while the batch is formed, and its ops go into the same commit
-// (callers write only under their own namespace; the mapping stores
-// producer idempotency state this way). extra must be fast and must not
-// call the WAL.
-func (w *WAL) AppendWith(ctx context.Context, queue string, recs []Record, extra func([]Entry) []catalog.Op) ([]Entry, error) {
-	start := time.Now()
-	ctx, span := w.tracer.Start(ctx, "wal.Append", trace.WithAttributes(
-		attribute.String("hostd.wal.queue", queue), attribute.Int("hostd.wal.records", len(recs))))
-	defer span.End()
-	ents, err := w.append(ctx, queue, recs, extra)
-	attrs := metric.WithAttributes(attribute.Bool("ok", err == nil))
-	w.mLatency.Record(ctx, time.Since(start).Seconds(), attrs)
-	if err != nil {
-		w.mFailures.Add(ctx, 1)
-		span.RecordError(err)
-		return nil, err
-	}
-	w.mAppends.Add(ctx, 1)
-	w.mRecords.Add(ctx, int64(len(recs)))
-	if len(ents) > 0 {
-		span.SetAttributes(attribute.Int64("hostd.wal.first_offset", int64(ents[0].Offset)))
-	}
-	return ents, nil
-}
-
-func (w *WAL) append(ctx context.Context, queue string, recs []Record, extra func([]Entry) []catalog.Op) ([]Entry, error) {
-	if err := ValidateQueueName(queue); err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("%w: empty batch", ErrInvalid)
-	}
-	size := 0
-	for i, r := range recs {
-		s := recordSize(r)
-		if s > w.cfg.MaxRecordBytes {
-			return nil, fmt.Errorf("%w: record %d is %d bytes, max %d", ErrTooLarge, i, s, w.cfg.MaxRecordBytes)
-		}
-		size += s
-	}
-	if size > w.cfg.MaxBatchBytes {
-		return nil, fmt.Errorf("%w: batch is %d bytes, max %d", ErrTooLarge, size, w.cfg.MaxBatchBytes)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	q, err := w.q(queue)
-	if err != nil {
-		return nil, err
-	}
-	r := &appendReq{ctx: ctx, recs: recs, extra: extra, size: size, lead: make(chan struct{}, 1), done: make(chan struct{})}
-	q.mu.Lock()
-	q.pending = append(q.pending, r)
-	if !q.running {
-		q.running = true
-		q.mu.Unlock()
-		w.lead(q, r)
-		return r.entries, r.err
-	}
-	q.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.entries, r.err
-	case <-r.lead:
-		w.lead(q, r)
-		return r.entries, r.err
-	case <-ctx.Done():
-	}
-	q.mu.Lock()
-	if r.state == 0 {
-		r.state = 2
-		q.removeLocked(r)
-		select {
-		case <-r.lead: // leadership was handed to us: pass it on
-			q.handoffLocked()
-		default:
-		}
-		q.mu.Unlock()
-		return nil, ctx.Err()
-	}
-	q.mu.Unlock()
-	// Taken by a leader: the outcome is decided by its commit.
-	select {
-	case <-r.done:
-	case <-r.lead:
-		w.lead(q, r)
-	}
-	return r.entries, r.err
-}
-
-func (q *queue) removeLocked(r *appendReq) {
-	for i, p := range q.pending {
-		if p == r {
-			q.pending = append(q.pending[:i], q.pending[i+1:]...)
-			return
-		}
-	}
-}
-
-// handoffLocked passes leadership to the oldest queued request, or marks
-// the queue idle.
-func (q *queue) handoffLocked() {
-	if len(q.pending) == 0 {
-		q.running = false
-		return
-	}
-	q.pending[0].lead <- struct{}{}
-}
-
-// lead runs grouped commits until r is done, then hands leadership on.
-func (w *WAL) lead(q *queue, r *appendReq) {
-	for {
-		select {
-		case <-r.done:
-			q.mu.Lock()
-			q.handoffLocked()
-			q.mu.Unlock()
-			return
-		default:
-		}
-		w.commitRound(q, r.ctx)
-	}
-}
-
-// commitRound takes queued requests (whole calls, within the batch limits),
-// assigns offsets and ticks, and commits them as one batch.
-func (w *WAL) commitRound(q *queue, ctx context.Context) {
-	q.mu.Lock()
-	var batch []*appendReq
-	n, size := 0, 0
-	i := 0
-	for ; i < len(q.pending); i++ {
-		p := q.pending[i]
-		if len(batch) > 0 && (n+len(p.recs) > w.cfg.MaxBatchRecords || size+p.size > w.cfg.MaxBatchBytes) {
-			break
-		}
-		p.state = 1
-		batch = append(batch, p)
-		n += len(p.recs)
-		size += p.size
-	}
-	q.pending = append(q.pending[:0], q.pending[i:]...)
-	q.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	cctx := context.WithoutCancel(ctx)
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		err = w.tryCommit(cctx, q, batch, n)
-		if err == nil || !errors.Is(err, catalog.ErrConflict) {
-			break
-		}
-	}
-	if err != nil {
-		for _, p := range batch {
-			p.entries, p.err = nil, err
-			close(p.done)
-		}
-		return
-	}
-	w.mBatch.Record(cctx, int64(n))
-	for _, p := range batch {
-		close(p.done)
-	}
-}
-
-func (w *WAL) tryCommit(ctx context.Context, q *queue, batch []*appendReq, n int) error {
-	q.mu.Lock()
-	loaded, m, ver := q.loaded, q.m, q.ver
-	q.mu.Unlock()
-	if !loaded {
-		err := w.store.View(ctx, func(r catalog.Reader) error {
-			var err error
-			m, ver, err = readMeta(r, q.name)
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		q.mu.Lock()
-		q.loaded, q.m, q.ver = true, m, ver
-		q.mu.Unlock()
-	}
-	if m.state == stateSealed {
-		return fmt.Errorf("%w: %q at offset %d", ErrSealed, q.name, m.next)
-	}
-	tick := w.ticks.next(n)
-	off := m.next
-	ops := make([]catalog.Op, 0, n+1)
-	for _, p := range batch {
-		p.entries = make([]Entry, len(p.recs))
-		for i, rec := range p.recs {
-			ops = append(ops, catalog.Op{Key: entryKey(q.name, off), Value: encodeEntry(tick, m.bytes, rec)})
-			p.entries[i] = Entry{Offset: off, Tick: tick, Payload: rec.Payload, Props: rec.Props}
-			m.bytes += uint64(recordSize(rec))
-			m.lastTick = tick
-			off++
-			tick++
-		}
-		if p.extra != nil {
-			ops = append(ops, p.extra(p.entries)...)
-		}
-	}
-	m.next = off
-	ops = append(ops, catalog.Op{Key: metaKey(q.name), Value: m.encode()})
-	failpoint.Hit("wal.before-commit")
-	nv, err := w.store.Commit(ctx, &catalog.Batch{
-		Checks: []catalog.Check{{Key: metaKey(q.name), Version: ver}},
-		Ops:    ops,
-	})
-	if err != nil {
-		q.mu.Lock()
-		q.loaded = false
-		q.mu.Unlock()
-		for _, p := range batch {
-			p.entries = nil
-		}
-		return fmt.Errorf("wal: append to %q: %w", q.name, err)
-	}
-	failpoint.Hit("wal.after-commit")
-	q.mu.Lock()
-	if q.loaded && q.ver == ver {
-		q.m, q.ver = m, nv
-	} else {
-		q.loaded = false
-	}
-	close(q.notify)
-	q.notify = make(chan struct{})
-	q.mu.Unlock()
-	return nil
 }
 
 // Bounds describes a queue's retained range.
