@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -185,6 +186,31 @@ func startHost(t *testing.T, dir string) *host.Host {
 	return h
 }
 
+// profileRow writes a CPU profile of one row when HOSTD_BENCH_PROFILE names
+// it ("inproc256", "http64", …) to HOSTD_BENCH_PROFILE_OUT (default
+// /tmp/hostd-<row>.prof), so a missed target can be explained row by row.
+func profileRow(t *testing.T, row string) func() {
+	if os.Getenv("HOSTD_BENCH_PROFILE") != row {
+		return func() {}
+	}
+	out := os.Getenv("HOSTD_BENCH_PROFILE_OUT")
+	if out == "" {
+		out = filepath.Join(os.TempDir(), "hostd-"+row+".prof")
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		t.Logf("CPU profile of %s: %s", row, out)
+	}
+}
+
 // TestReport measures everything in one run and prints one table.
 func TestReport(t *testing.T) {
 	d := duration()
@@ -212,7 +238,9 @@ func TestReport(t *testing.T) {
 		if st != nil {
 			s0 = st.Stats()
 		}
+		stopProf := profileRow(t, fmt.Sprintf("inproc%d", c))
 		r := run(t, "in-process Submit", c, d, submit)
+		stopProf()
 		if st != nil {
 			s1 := st.Stats()
 			roundsPer = append(roundsPer, fmt.Sprintf("%d clients: %.2f catalog commit rounds (fsyncs) and %.1f commits per broadcast",
@@ -228,6 +256,7 @@ func TestReport(t *testing.T) {
 	req := &client.BroadcastRequest{Type: "Trivial", VChannels: vchannels}
 	httpRes := map[int]result{}
 	for _, c := range []int{1, 16, 64, 256} {
+		stopProf := profileRow(t, fmt.Sprintf("http%d", c))
 		r := run(t, "HTTP POST /v1/broadcasts", c, d, func(int) error {
 			res, err := cl.SubmitBroadcast(ctx, req)
 			if err == nil && res.State != "TOMBSTONE" {
@@ -235,6 +264,7 @@ func TestReport(t *testing.T) {
 			}
 			return err
 		})
+		stopProf()
 		httpRes[c] = r
 		rows = append(rows, r)
 	}

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/failpoint"
 )
 
@@ -63,7 +64,26 @@ func (e *Engine) appendRound(batch []*appendReq) {
 		entries[i] = r.entry
 	}
 	t0 := e.o.Clock.Now()
-	outs, err := e.safeAppend(entries)
+	var fresh []*task // tasks whose PENDING record is not durable yet
+	seen := map[*task]bool{}
+	for _, r := range batch {
+		if seen[r.t] {
+			continue
+		}
+		seen[r.t] = true
+		r.t.mu.Lock()
+		if r.t.persistOps != nil {
+			fresh = append(fresh, r.t)
+		}
+		r.t.mu.Unlock()
+	}
+	var outs []AppendOutcome
+	var err error
+	if len(fresh) > 0 {
+		outs, err = e.appendPersisting(batch, entries, fresh)
+	} else {
+		outs, err = e.safeAppend(entries)
+	}
 	e.m.appendDuration.Record(context.Background(), e.o.Clock.Now().Sub(t0).Seconds())
 	if err == nil && len(outs) != len(entries) {
 		err = fmt.Errorf("broadcast: channels returned %d outcomes for %d entries", len(outs), len(entries))
@@ -114,6 +134,86 @@ func (e *Engine) appendRound(batch []*appendReq) {
 		t.mu.Unlock()
 		r.results <- appendResult{vc: vc, out: AppendOutcome{Checkpoint: cps[i].Checkpoint}}
 	}
+}
+
+// appendPersisting appends entries and persists the PENDING records of
+// fresh in the same catalog transaction when the channels can
+// (AtomicAppender): one durable write, and an append never exists without
+// its task. Otherwise — or when that combined commit fails, e.g. because
+// one vchannel is sealed — the records are committed first, on their own,
+// and the entries appended as usual. If that commit fails, the fresh
+// tasks' entries fail (their retries persist first again); the other
+// entries are appended.
+func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fresh []*task) ([]AppendOutcome, error) {
+	var extra []catalog.Op
+	isFresh := make(map[*task]bool, len(fresh))
+	for _, t := range fresh {
+		t.mu.Lock()
+		extra = append(extra, t.persistOps...)
+		t.mu.Unlock()
+		isFresh[t] = true
+	}
+	if aa, ok := e.o.Channels.(AtomicAppender); ok {
+		outs, err := e.safeAppendAtomic(aa, entries, extra)
+		committed := false
+		if err == nil && len(outs) == len(entries) {
+			for _, o := range outs {
+				if o.Err == nil {
+					committed = true
+					break
+				}
+			}
+		}
+		if committed {
+			e.markPersisted(fresh)
+			return outs, nil
+		}
+		if err == nil && len(outs) == len(entries) && len(outs) > 0 {
+			e.log.Debug("combined persist+append failed; persisting first", "tasks", len(fresh), "err", outs[0].Err)
+		}
+	}
+	_, perr := e.o.Store.Commit(e.ctx, &catalog.Batch{Ops: extra})
+	if perr == nil {
+		e.markPersisted(fresh)
+		return e.safeAppend(entries)
+	}
+	perr = fmt.Errorf("broadcast: persist %d new task(s): %w", len(fresh), perr)
+	outs := make([]AppendOutcome, len(entries))
+	var rest []AppendEntry
+	var restIdx []int
+	for i, r := range batch {
+		if isFresh[r.t] {
+			outs[i].Err = perr
+			continue
+		}
+		rest = append(rest, entries[i])
+		restIdx = append(restIdx, i)
+	}
+	if len(rest) == 0 {
+		return outs, nil
+	}
+	ro, err := e.safeAppend(rest)
+	if err == nil && len(ro) != len(rest) {
+		err = fmt.Errorf("broadcast: channels returned %d outcomes for %d entries", len(ro), len(rest))
+	}
+	for j, i := range restIdx {
+		if err != nil {
+			outs[i].Err = err
+		} else {
+			outs[i] = ro[j]
+		}
+	}
+	return outs, nil
+}
+
+// safeAppendAtomic calls AppendAtomic, turning a panic into an error.
+func (e *Engine) safeAppendAtomic(aa AtomicAppender, entries []AppendEntry, extra []catalog.Op) (outs []AppendOutcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("broadcast: channels append panicked: %v", r)
+		}
+	}()
+	return aa.AppendAtomic(e.ctx, entries, extra)
 }
 
 // safeAppend calls Channels.Append, turning a panic into an error.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wal"
 )
 
@@ -28,15 +29,16 @@ func (c ResolverChannels) Check(ctx context.Context, vchannel string) error {
 
 // Append implements Channels.
 func (c ResolverChannels) Append(ctx context.Context, entries []AppendEntry) ([]AppendOutcome, error) {
-	idx := map[string][]int{}
-	var order []string
-	for i, e := range entries {
-		if _, ok := idx[e.VChannel]; !ok {
-			order = append(order, e.VChannel)
-		}
-		idx[e.VChannel] = append(idx[e.VChannel], i)
-	}
+	idx, order := groupByVChannel(entries)
 	outs := make([]AppendOutcome, len(entries))
+	if ma, ok := c.R.(wal.MultiAppender); ok && len(order) > 1 {
+		if c.appendMulti(ctx, ma, entries, order, idx, outs, nil, false) {
+			return outs, nil
+		}
+		// One vchannel failed the combined commit (missing, sealed past
+		// retries, too large together): append per vchannel, so the
+		// others are not held back by it.
+	}
 	var wg sync.WaitGroup
 	for _, vc := range order {
 		wg.Add(1)
@@ -64,8 +66,92 @@ func (c ResolverChannels) Append(ctx context.Context, entries []AppendEntry) ([]
 	return outs, nil
 }
 
-// Next implements Channels.
+// AppendAtomic implements AtomicAppender when the resolver implements
+// wal.MultiAppender; otherwise every entry fails with
+// errors.ErrUnsupported (the engine then persists on its own first).
+func (c ResolverChannels) AppendAtomic(ctx context.Context, entries []AppendEntry, extra []catalog.Op) ([]AppendOutcome, error) {
+	ma, ok := c.R.(wal.MultiAppender)
+	if !ok {
+		return nil, fmt.Errorf("broadcast: resolver %T cannot append atomically: %w", c.R, errors.ErrUnsupported)
+	}
+	idx, order := groupByVChannel(entries)
+	outs := make([]AppendOutcome, len(entries))
+	c.appendMulti(ctx, ma, entries, order, idx, outs, extra, true)
+	return outs, nil
+}
+
+func groupByVChannel(entries []AppendEntry) (map[string][]int, []string) {
+	idx := map[string][]int{}
+	var order []string
+	for i, e := range entries {
+		if _, ok := idx[e.VChannel]; !ok {
+			order = append(order, e.VChannel)
+		}
+		idx[e.VChannel] = append(idx[e.VChannel], i)
+	}
+	return idx, order
+}
+
+// appendMulti appends every vchannel's entries (and extra) in one atomic
+// commit, filling outs. Unless atomic, it returns false without touching
+// outs when a single vchannel caused the failure, so the caller falls back
+// to one append per vchannel; atomic, every entry gets the error.
+func (c ResolverChannels) appendMulti(ctx context.Context, ma wal.MultiAppender, entries []AppendEntry,
+	order []string, idx map[string][]int, outs []AppendOutcome, extra []catalog.Op, atomic bool) bool {
+	batches := make([]wal.ChannelRecords, len(order))
+	for k, vc := range order {
+		is := idx[vc]
+		recs := make([]wal.Record, len(is))
+		for j, i := range is {
+			recs[j] = wal.Record{Payload: entries[i].Payload, Props: entries[i].Properties}
+		}
+		batches[k] = wal.ChannelRecords{VChannel: vc, Recs: recs}
+	}
+	pos, err := ma.AppendMulti(ctx, batches, extra)
+	if err == nil && len(pos) != len(order) {
+		err = fmt.Errorf("broadcast: resolver returned positions for %d vchannels, want %d", len(pos), len(order))
+	}
+	if err != nil {
+		var pe *wal.PartError
+		if !atomic && (errors.As(err, &pe) || errors.Is(err, wal.ErrTooLarge)) {
+			return false
+		}
+		if errors.Is(err, wal.ErrNoChannel) {
+			err = fmt.Errorf("%w: %v", ErrUnknownVChannel, err)
+		}
+		for i := range outs {
+			outs[i].Err = err
+		}
+		return true
+	}
+	for k, vc := range order {
+		is := idx[vc]
+		if len(pos[k]) != len(is) {
+			err := fmt.Errorf("broadcast: resolver returned %d positions for %d records", len(pos[k]), len(is))
+			for _, i := range is {
+				outs[i].Err = err
+			}
+			continue
+		}
+		for j, i := range is {
+			p := pos[k][j]
+			outs[i].Checkpoint = Checkpoint{VChannel: vc, Offset: p.Offset, PhysicalQueue: p.Queue, TimeTick: p.Tick}
+		}
+	}
+	return true
+}
+
+// Next implements Channels: a lower bound of the next offset (all the
+// engine needs for its recovery low-water marks), from memory when the
+// resolver can tell it (wal.NextHinter).
 func (c ResolverChannels) Next(ctx context.Context, vchannel string) (uint64, error) {
+	if h, ok := c.R.(wal.NextHinter); ok {
+		n, err := h.NextHint(ctx, vchannel)
+		if errors.Is(err, wal.ErrNoChannel) {
+			return 0, fmt.Errorf("%w: %q", ErrUnknownVChannel, vchannel)
+		}
+		return n, err
+	}
 	_, max, err := c.R.Bounds(ctx, vchannel)
 	if errors.Is(err, wal.ErrNoChannel) {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownVChannel, vchannel)

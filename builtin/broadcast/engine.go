@@ -85,6 +85,13 @@ type task struct {
 	opts    TypeOptions
 	guard   Guard
 
+	// persistOps is the PENDING record of a new task until it is durable:
+	// it is committed with the task's first appends (or on its own first,
+	// when the channels cannot commit atomically). nil once persisted.
+	persistOps []catalog.Op
+	persisted  chan struct{} // closed once the task is in the catalog
+	createSpan trace.Span    // `create broadcast`, ended when persisted
+
 	done     chan struct{} // closed when the current run finishes
 	appended chan struct{} // closed when every vchannel has a checkpoint
 	wake     chan struct{} // ack arrived (cap 1)
@@ -263,10 +270,15 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 			return nil, err
 		}
 		e.mu.Lock()
-		if e.closed { // raced with Close: the task is persisted and resumes at next start
+		if e.closed { // raced with Close: nothing was persisted or appended
+			if mine != nil {
+				delete(e.index, ik)
+				close(mine.reserved)
+			}
 			e.mu.Unlock()
+			t.createSpan.End()
 			guard.Release()
-			return &Result{ID: t.tid, State: StatePending}, ErrClosed
+			return nil, ErrClosed
 		}
 		e.tasks[t.tid] = t
 		e.byState[StatePending]++
@@ -363,7 +375,10 @@ func withClusterKey(keys []abi.ResourceKey) []abi.ResourceKey {
 	return append(keys, abi.ResourceKey{Domain: abi.DomainCluster, Key: "cluster", Mode: abi.Shared})
 }
 
-// create validates (step 3), allocates the ID and persists PENDING (step 4).
+// create validates (step 3), allocates the ID and prepares the PENDING
+// record (step 4). The record is committed with the task's first appends
+// (appendRound), so persist and append are one durable write and an
+// append never exists without its task.
 func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []abi.ResourceKey,
 	req *Request, ackSync bool, h Handler, topts TypeOptions, guard Guard) (*task, error) {
 	if h != nil {
@@ -408,17 +423,26 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 		handler: h, opts: topts, guard: guard, started: now,
 	}
 	t.init()
-	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: taskKey(id), Value: mustJSON(&t.rec)}}}); err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		span.End()
-		return nil, fmt.Errorf("broadcast: persist task %d: %w", id, err)
-	}
-	// End `create` right after the commit: its context is persisted, so it
-	// must be exported even if hostd dies on the next instruction.
-	span.End()
-	failpoint.Hit("broadcast.after-persist")
+	t.persisted = make(chan struct{})
+	t.persistOps = []catalog.Op{{Key: taskKey(id), Value: mustJSON(&t.rec)}}
+	t.createSpan = span
 	return t, nil
+}
+
+// markPersisted records that the PENDING record of each task is durable.
+// `create broadcast` ends right after the commit: its context is
+// persisted, so it must be exported even if hostd dies next.
+func (e *Engine) markPersisted(ts []*task) {
+	for _, t := range ts {
+		t.mu.Lock()
+		t.persistOps = nil
+		close(t.persisted)
+		t.mu.Unlock()
+		t.createSpan.End()
+	}
+	if len(ts) > 0 {
+		failpoint.Hit("broadcast.after-persist")
+	}
 }
 
 func (t *task) init() {
@@ -439,6 +463,8 @@ func (t *task) init() {
 	t.appendErrs = map[string]string{}
 	t.done = make(chan struct{})
 	t.appended = make(chan struct{})
+	t.persisted = make(chan struct{})
+	close(t.persisted) // loaded from the catalog; create replaces it
 	t.wake = make(chan struct{}, 1)
 	if t.rec.State.Finished() {
 		close(t.done)
@@ -543,11 +569,12 @@ func (e *Engine) nextID(ctx context.Context) (uint64, error) {
 // wait blocks until the task reaches w or ctx ends.
 func (e *Engine) wait(ctx context.Context, t *task, w Wait, dup bool) (*Result, error) {
 	t.mu.Lock()
-	done, appended := t.done, t.appended
+	done, appended, persisted := t.done, t.appended, t.persisted
 	t.mu.Unlock()
 	var ch <-chan struct{}
 	switch w {
 	case WaitPersisted:
+		ch = persisted
 	case WaitAppended:
 		ch = appended
 	default:
@@ -608,6 +635,16 @@ func (e *Engine) startDriver(t *task) {
 		defer close(exited)
 		defer cancel()
 		e.drive(ctx, t)
+		t.mu.Lock()
+		unpersisted := t.persistOps != nil
+		t.mu.Unlock()
+		if unpersisted {
+			// Closed before the task was committed. An append still in
+			// the append loop may yet commit it (with its record, never
+			// without); else it never existed. End `create` either way.
+			t.createSpan.SetStatus(codes.Error, "not persisted before the engine closed")
+			t.createSpan.End()
+		}
 	}()
 }
 

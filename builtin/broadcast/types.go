@@ -183,8 +183,22 @@ type Channels interface {
 	Append(ctx context.Context, entries []AppendEntry) ([]AppendOutcome, error)
 	// Read returns up to limit entries of vchannel from logic offset from.
 	Read(ctx context.Context, vchannel string, from uint64, limit int) ([]ChannelEntry, error)
-	// Next returns the logic offset the next append to vchannel will get.
+	// Next returns a lower bound of the logic offset the next append to
+	// vchannel will get (exact when nothing is being appended to it); the
+	// engine records it as the recovery low-water mark, for which any
+	// lower bound is correct.
 	Next(ctx context.Context, vchannel string) (uint64, error)
+}
+
+// AtomicAppender is implemented by Channels that can commit every entry of
+// one Append together with extra catalog writes in one transaction: all
+// entries and the writes, or nothing (a failure fails every entry). The
+// engine then persists new tasks' PENDING records with their first
+// appends — one durable write where two would be needed otherwise, and
+// never an append without its task. ResolverChannels implements it over
+// resolvers that implement wal.MultiAppender (the mapping and wal.Direct).
+type AtomicAppender interface {
+	AppendAtomic(ctx context.Context, entries []AppendEntry, extra []catalog.Op) ([]AppendOutcome, error)
 }
 
 // ---- handlers ----

@@ -108,6 +108,100 @@ func (m *Mapping) appendLeader(ctx context.Context, vchannel, topic string, id i
 	}
 }
 
+var (
+	_ wal.MultiAppender = (*Mapping)(nil)
+	_ wal.NextHinter    = (*Mapping)(nil)
+)
+
+// AppendMulti implements wal.MultiAppender: each vchannel's records go to
+// its logic queue's leader segment, all in one catalog commit. A sealed
+// leader (a remap committed) refreshes that queue and retries the whole
+// call — nothing of a failed attempt was appended.
+func (m *Mapping) AppendMulti(ctx context.Context, batches []wal.ChannelRecords, extra []catalog.Op) (out [][]wal.Position, err error) {
+	ctx, end := m.span(ctx, "append", attribute.Int("hostd.vchannels", len(batches)))
+	defer end(&err)
+	type target struct {
+		topic string
+		id    int
+	}
+	tg := make([]target, len(batches))
+	for i, b := range batches {
+		t, id, err := m.parse(b.VChannel)
+		if err != nil {
+			return nil, &wal.PartError{Index: i, Queue: b.VChannel, Err: err}
+		}
+		tg[i] = target{t, id}
+	}
+	parts := make([]wal.Part, len(batches))
+	leads := make([]Segment, len(batches))
+	for attempt := 0; ; attempt++ {
+		for i, b := range batches {
+			if err := m.waitHold(ctx, b.VChannel, tg[i].topic, tg[i].id); err != nil {
+				return nil, err
+			}
+			q, err := m.queueOf(ctx, tg[i].topic, tg[i].id)
+			if err != nil {
+				return nil, &wal.PartError{Index: i, Queue: b.VChannel, Err: err}
+			}
+			leads[i] = *q.Leader()
+			parts[i] = wal.Part{Queue: leads[i].PhysicalQueue(), Recs: b.Recs}
+		}
+		if len(extra) > 0 && len(parts) > 0 {
+			parts[0].Extra = func([]wal.Entry) []catalog.Op { return extra }
+		}
+		ents, err := m.w.AppendMulti(ctx, parts)
+		var pe *wal.PartError
+		if errors.As(err, &pe) {
+			i := pe.Index
+			if (errors.Is(pe.Err, wal.ErrSealed) || errors.Is(pe.Err, wal.ErrNoQueue)) && attempt < 50 {
+				if rerr := m.refreshQueue(ctx, tg[i].topic, tg[i].id); rerr != nil {
+					return nil, &wal.PartError{Index: i, Queue: batches[i].VChannel, Err: rerr}
+				}
+				continue
+			}
+			return nil, &wal.PartError{Index: i, Queue: batches[i].VChannel, Err: pe.Err}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = make([][]wal.Position, len(ents))
+		n := 0
+		for i, es := range ents {
+			lead, pq := leads[i], parts[i].Queue
+			out[i] = make([]wal.Position, len(es))
+			for j, e := range es {
+				out[i][j] = wal.Position{VChannel: batches[i].VChannel, Offset: lead.LogicOffset + e.Offset - lead.StartOffset,
+					Queue: pq, QueueOffset: e.Offset, Tick: e.Tick}
+			}
+			n += len(es)
+		}
+		m.met.appends.Add(ctx, int64(n))
+		return out, nil
+	}
+}
+
+// NextHint implements wal.NextHinter from the cached mapping and the WAL's
+// cached queue state. A stale cache only makes it lower: logic offsets
+// never go back, and a superseded leader's end is at most the new
+// leader's start.
+func (m *Mapping) NextHint(ctx context.Context, vchannel string) (uint64, error) {
+	t, id, err := m.parse(vchannel)
+	if err != nil {
+		return 0, err
+	}
+	q, err := m.queueOf(ctx, t, id)
+	if err != nil {
+		return 0, err
+	}
+	lead := q.Leader()
+	n, err := m.w.NextHint(ctx, lead.PhysicalQueue())
+	if err != nil || n < lead.StartOffset {
+		_, max, err := m.Bounds(ctx, vchannel)
+		return max, err
+	}
+	return lead.LogicOffset + n - lead.StartOffset, nil
+}
+
 // waitHold blocks while a remap of vchannel is being committed.
 func (m *Mapping) waitHold(ctx context.Context, vchannel, topic string, id int) error {
 	for {
