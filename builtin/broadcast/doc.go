@@ -65,9 +65,17 @@
 //  3. Validate under the locks (only for a non-duplicate).
 //  4. Persist: the ID comes from the persisted sequence "broadcast/id"
 //     (allocated in blocks, after the lock), the task is committed as PENDING
-//     with the W3C carrier of its `create broadcast` span.
+//     with the W3C carrier of its `create broadcast` span. When Channels
+//     is an AtomicAppender (ResolverChannels over the mapping or
+//     wal.Direct), the PENDING record is committed in the same catalog
+//     transaction as the task's first appends — persist and append are
+//     one durable write, and an append never exists without its task.
+//     When that combined commit fails (say one vchannel is sealed or
+//     missing) the record is committed on its own first, then the appends
+//     go on per vchannel. WaitPersisted returns after that commit.
 //  5. Append: one append loop batches the entries of every task into one
-//     Channels.Append call per round. Failed vchannels are retried per
+//     Channels.Append call per round; ResolverChannels turns a round into
+//     one atomic multi-vchannel commit (wal.MultiAppender). Failed vchannels are retried per
 //     vchannel with backoff 10 ms ×2 capped at 10 s, forever. Checkpoints
 //     (logic offset, physical queue, time tick, attempts) are committed
 //     with the task's next write: with the TOMBSTONE for FastAck (one
@@ -95,8 +103,9 @@
 //	bc/a/<id:016x>/<vchannel>   explicit ack (AckSyncUp)
 //
 // Nothing is appended twice: before the PENDING commit the engine reads
-// each target vchannel's next offset and persists it with the task
-// (LowWater), so every append of the task lands at or above it. After a
+// a lower bound of each target vchannel's next offset (Channels.Next, from
+// memory) and persists it with the task (LowWater), so every append of
+// the task lands at or above it. After a
 // crash, a PENDING task's vchannel without a checkpoint is read back from
 // that mark and matched on the hostd.broadcast.id (and epoch) header;
 // found entries become checkpoints before anything is appended. An admin
@@ -113,7 +122,8 @@
 // # Tracing
 //
 // See tracing.md. `create broadcast` (PRODUCER) is a child of the caller's
-// span; its context is persisted and it ends right after the PENDING commit.
+// span; its context is persisted and it ends right after the PENDING commit
+// (so the first `send` spans, whose commit persists the task, overlap it).
 // Each append attempt is a `send <vchannel>` CLIENT span and each callback
 // attempt a `process broadcast` CONSUMER span, children of the persisted
 // context, with hostd.attempt persisted and continued across restarts.
