@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -72,7 +73,7 @@ func (c *Client) ReloadPlugins(ctx context.Context) (*PluginReload, error) {
 // GetPluginKV reads one key of a plugin's KV (IsNotFound if absent).
 func (c *Client) GetPluginKV(ctx context.Context, plugin, key string) (*PluginKV, error) {
 	var out PluginKV
-	return &out, c.Do(ctx, "GET", "/v1/plugins/"+url.PathEscape(plugin)+"/kv/"+escapeKey(key), nil, &out)
+	return &out, c.Do(ctx, "GET", pluginKVPath(plugin, key), nil, &out)
 }
 
 // ScanPluginKV lists a plugin's KV entries whose key starts with prefix.
@@ -92,4 +93,49 @@ func escapeKey(k string) string {
 		parts[i] = url.PathEscape(s)
 	}
 	return strings.Join(parts, "/")
+}
+
+// KVFence names the lease lock whose fence a plugin KV write carries: the
+// write commits only while Fence is a current holder's fence on
+// Domain:Key (else an *Error with code not_holder, and nothing is written).
+type KVFence struct {
+	Domain string `json:"domain"`
+	Key    string `json:"key"`
+	Fence  uint64 `json:"fence"`
+}
+
+// PutPluginKV writes one key of a plugin's KV. With a fence it needs role
+// write and commits only while the fence is current; without one it is an
+// operator's override and needs role admin.
+func (c *Client) PutPluginKV(ctx context.Context, plugin, key string, value []byte, fence *KVFence) (*PluginKV, error) {
+	if value == nil {
+		value = []byte{}
+	}
+	body := struct {
+		Value []byte   `json:"value"`
+		Fence *KVFence `json:"fence,omitempty"`
+	}{value, fence}
+	var out PluginKV
+	if err := c.Do(ctx, "PUT", pluginKVPath(plugin, key), body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeletePluginKV deletes one key of a plugin's KV (absent is not an
+// error); the roles and the fence are as for PutPluginKV.
+func (c *Client) DeletePluginKV(ctx context.Context, plugin, key string, fence *KVFence) error {
+	path := pluginKVPath(plugin, key)
+	if fence != nil {
+		q := url.Values{}
+		q.Set("fence_domain", fence.Domain)
+		q.Set("fence_key", fence.Key)
+		q.Set("fence", strconv.FormatUint(fence.Fence, 10))
+		path += "?" + q.Encode()
+	}
+	return c.Do(ctx, "DELETE", path, nil, nil)
+}
+
+func pluginKVPath(plugin, key string) string {
+	return "/v1/plugins/" + url.PathEscape(plugin) + "/kv/" + escapeKey(key)
 }

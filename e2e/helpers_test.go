@@ -24,11 +24,16 @@ import (
 
 // daemon is one hostd subprocess.
 type daemon struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{}
-	err  error
+	cmd     *exec.Cmd
+	addr    string
+	logPath string
+	done    chan struct{}
+	err     error
 }
+
+// readyWithin bounds a start: recovery and compiling plugins take seconds,
+// much longer on a loaded 2-core CI machine.
+const readyWithin = 90 * time.Second
 
 func freePort(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -78,7 +83,7 @@ func start(t *testing.T, cfg, addr, logPath string, env ...string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{cmd: cmd, addr: "http://" + addr, done: make(chan struct{})}
+	d := &daemon{cmd: cmd, addr: "http://" + addr, logPath: logPath, done: make(chan struct{})}
 	go func() {
 		d.err = cmd.Wait()
 		logf.Close()
@@ -107,7 +112,7 @@ func startReady(t *testing.T, c *client.Client, cfg, addr, logPath string, env .
 
 // waitReady waits for /readyz; false if the process exited first.
 func (d *daemon) waitReady(t *testing.T, c *client.Client) bool {
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(readyWithin)
 	for time.Now().Before(deadline) {
 		select {
 		case <-d.done:
@@ -122,7 +127,8 @@ func (d *daemon) waitReady(t *testing.T, c *client.Client) bool {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("hostd not ready after 20s")
+	d.kill()
+	t.Fatalf("hostd not ready after %v; log:\n%s", readyWithin, tail(d.logPath))
 	return false
 }
 

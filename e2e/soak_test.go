@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -63,8 +64,13 @@ func soakDuration(t *testing.T) time.Duration {
 
 // soakStats are the counters printed at the end.
 type soakStats struct {
-	submits, acks, locks, fencedWrites, staleProbes, appends, remaps, reloads atomic.Int64
-	fenceViolations                                                           atomic.Int64
+	submits, acks, locks, fencedWrites, appends, remaps, reloads atomic.Int64
+	staleProbes                                                  [3]atomic.Int64 // refused, by how the grant ended
+	fenceViolations                                              atomic.Int64
+	// starts counts hostd starts, raised before each: a grant recovered by
+	// a restart gets its TTL anew (the lease restart rule), so an expired
+	// grant's write is a violation only if no start came between.
+	starts atomic.Int64
 
 	mu        sync.Mutex
 	adminErrs map[string]int // failed remaps/reloads by error text (crashes make some)
@@ -177,24 +183,30 @@ func (sc *soakConsumer) run(c *client.Client, st *soakStats, stop <-chan struct{
 	}
 }
 
-// fenceModel is the protected resource of the lease workers: a write is
-// accepted when hostd's check-fence says the fence is current. hostd
-// vouching for a fence although a newer grant of the same exclusive key
-// had already been handed out before the check was sent, vouching for the
-// fence of a released grant, or handing out a fence twice is a violation.
+// The lease workers write into the soak plugin's KV with fenced writes
+// (PUT /v1/plugins/soak/kv/fenced/<key> carrying the grant's fence). Each
+// write is a read-modify-write of the key's log: the holder reads it,
+// appends "<fence>.<n>," and writes it back. hostd commits a fenced write
+// only while its fence is current, so the holders of an exclusive key take
+// turns and the log must read in order, with every acknowledged entry
+// still there (a stale holder's write would overwrite a newer holder's
+// entries or put its own out of order). After its grant ends (released,
+// force-released, or left to expire) a worker probes with its old fence,
+// appending "<fence>.stale": hostd must refuse it, so no stale entry may
+// ever be in the log.
+
+// fenceModel is what the workers know: the fences handed out and the log
+// entries hostd acknowledged.
 type fenceModel struct {
 	mu      sync.Mutex
-	grants  map[string][]grantSeen // per key, in the order received
 	granted map[uint64]bool
+	acked   map[string][]string // lock key -> acknowledged log entries
+	excused map[string]bool     // "<fence>.stale" entries of grants a restart renewed
 	notes   []string
 }
 
-type grantSeen struct {
-	at    time.Time
-	fence uint64
-}
-
-func (f *fenceModel) violation(format string, args ...any) {
+func (f *fenceModel) violation(st *soakStats, format string, args ...any) {
+	st.fenceViolations.Add(1)
 	f.mu.Lock()
 	if len(f.notes) < 10 {
 		f.notes = append(f.notes, fmt.Sprintf(format, args...))
@@ -202,16 +214,28 @@ func (f *fenceModel) violation(format string, args ...any) {
 	f.mu.Unlock()
 }
 
-// newerBefore returns a fence above fence granted on key before t, or 0.
-func (f *fenceModel) newerBefore(key string, fence uint64, t time.Time) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, g := range f.grants[key] {
-		if g.at.Before(t) && g.fence > fence {
-			return g.fence
-		}
+// How a worker ends a grant before probing with its fence.
+const (
+	endRelease = iota
+	endForce
+	endExpire
+)
+
+// fencedAppend appends entry to key's log with a fenced write.
+func fencedAppend(c *client.Client, key, entry string, fence uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var log []byte
+	kv, err := c.GetPluginKV(ctx, "soak", "fenced/"+key)
+	switch {
+	case err == nil:
+		log = kv.Value
+	case !client.IsNotFound(err):
+		return err
 	}
-	return 0
+	_, err = c.PutPluginKV(ctx, "soak", "fenced/"+key, append(log, entry+","...),
+		&client.KVFence{Domain: soakLockDom, Key: key, Fence: fence})
+	return err
 }
 
 func runLockWorkers(c *client.Client, f *fenceModel, st *soakStats, stop <-chan struct{}) {
@@ -228,9 +252,17 @@ func runLockWorkers(c *client.Client, f *fenceModel, st *soakStats, stop <-chan 
 				default:
 				}
 				key := fmt.Sprint("r", rnd.Intn(soakLockKeys))
+				end, ttl := endRelease, "3s"
+				switch rnd.Intn(10) {
+				case 0, 1:
+					end = endForce
+				case 2:
+					end, ttl = endExpire, "1s"
+				}
+				startsBefore := st.starts.Load()
 				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 				g, err := c.AcquireLock(ctx, client.AcquireLock{Keys: []client.LockKey{{Domain: soakLockDom, Key: key}},
-					TTL: "3s", Wait: "1s", Owner: fmt.Sprint("worker-", w)})
+					TTL: ttl, Wait: "1s", Owner: fmt.Sprint("worker-", w)})
 				cancel()
 				if err != nil {
 					time.Sleep(20 * time.Millisecond)
@@ -240,48 +272,95 @@ func runLockWorkers(c *client.Client, f *fenceModel, st *soakStats, stop <-chan 
 				f.mu.Lock()
 				dup := f.granted[g.Fence]
 				f.granted[g.Fence] = true
-				f.grants[key] = append(f.grants[key], grantSeen{time.Now(), g.Fence})
 				f.mu.Unlock()
 				if dup {
-					st.fenceViolations.Add(1)
-					f.violation("fence %d handed out twice", g.Fence)
+					f.violation(st, "fence %d handed out twice", g.Fence)
 				}
-				// A few fenced writes, each vouched for by hostd.
-				for i := 0; i < 1+rnd.Intn(3); i++ {
-					sent := time.Now()
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					err := c.CheckFence(ctx, soakLockDom, key, g.Fence)
-					cancel()
-					if err != nil {
-						break // not current any more (expired across a restart) or hostd down
+				for i := 1; i <= 1+rnd.Intn(3); i++ {
+					entry := fmt.Sprintf("%d.%d", g.Fence, i)
+					if err := fencedAppend(c, key, entry, g.Fence); err != nil {
+						break // not current any more (expired across a restart), or hostd down: outcome unknown
 					}
-					if newer := f.newerBefore(key, g.Fence, sent); newer != 0 {
-						st.fenceViolations.Add(1)
-						f.violation("key %s: fence %d accepted after fence %d was granted", key, g.Fence, newer)
-					}
+					f.mu.Lock()
+					f.acked[key] = append(f.acked[key], entry)
+					f.mu.Unlock()
 					st.fencedWrites.Add(1)
 					time.Sleep(time.Duration(rnd.Intn(30)) * time.Millisecond)
 				}
 				ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
-				err = c.ReleaseLock(ctx, g.ID, g.Token)
+				switch end {
+				case endRelease:
+					err = c.ReleaseLock(ctx, g.ID, g.Token)
+				case endForce:
+					_, err = c.ForceReleaseLock(ctx, soakLockDom, key, g.ID, "soak: evict a holder")
+				case endExpire:
+					time.Sleep(time.Until(g.ExpiresAt) + 50*time.Millisecond)
+				}
 				cancel()
 				if err != nil {
 					continue // outcome unknown; the TTL ends it
 				}
-				// Released: its fence must be refused from now on.
-				ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
-				err = c.CheckFence(ctx, soakLockDom, key, g.Fence)
-				cancel()
-				if err == nil {
-					st.fenceViolations.Add(1)
-					f.violation("key %s: fence %d of released grant %s accepted", key, g.Fence, g.ID)
-				} else if client.HasCode(err, "not_holder") {
-					st.staleProbes.Add(1)
+				// Ended: its fence must write nothing from now on.
+				entry := fmt.Sprintf("%d.stale", g.Fence)
+				err = fencedAppend(c, key, entry, g.Fence)
+				switch {
+				case client.HasCode(err, "not_holder"):
+					st.staleProbes[end].Add(1)
+				case err == nil && end == endExpire && st.starts.Load() != startsBefore:
+					// A restart renewed the grant's TTL: still the holder.
+					f.mu.Lock()
+					f.excused[entry] = true
+					f.mu.Unlock()
 				}
 			}
 		}(w)
 	}
 	wg.Wait()
+}
+
+// checkFencedLogs reads the lease workers' logs from the plugin's KV and
+// reports every fence violation hostd accepted: a stale probe's entry, an
+// entry out of fence order, or an acknowledged entry no longer there.
+func checkFencedLogs(t *testing.T, c *client.Client, f *fenceModel, st *soakStats) (entries int) {
+	logs := map[string]string{}
+	scanKV(t, c, "soak", "fenced/", func(kv client.PluginKV) { logs[strings.TrimPrefix(kv.Key, "fenced/")] = string(kv.Value) })
+	for key, log := range logs {
+		present := map[string]bool{}
+		var prevFence, prevN uint64
+		for _, e := range strings.Split(strings.TrimSuffix(log, ","), ",") {
+			if e == "" {
+				continue
+			}
+			entries++
+			present[e] = true
+			fs, ns, _ := strings.Cut(e, ".")
+			fence, err1 := strconv.ParseUint(fs, 10, 64)
+			n, err2 := strconv.ParseUint(ns, 10, 64)
+			switch {
+			case ns == "stale" && f.excused[e]:
+				prevFence, prevN = fence, math.MaxUint64
+			case ns == "stale":
+				f.violation(st, "key %s: the write of ended grant %d was accepted", key, fence)
+			case err1 != nil || err2 != nil:
+				f.violation(st, "key %s: an entry %q nobody wrote", key, e)
+			case fence < prevFence || fence == prevFence && n <= prevN:
+				f.violation(st, "key %s: %s written after %d.%d", key, e, prevFence, prevN)
+			default:
+				prevFence, prevN = fence, n
+			}
+		}
+		for _, e := range f.acked[key] {
+			if !present[e] {
+				f.violation(st, "key %s: acknowledged entry %s overwritten", key, e)
+			}
+		}
+	}
+	for key, acked := range f.acked {
+		if _, ok := logs[key]; !ok && len(acked) > 0 {
+			f.violation(st, "key %s: %d acknowledged entries, no log", key, len(acked))
+		}
+	}
+	return entries
 }
 
 // producer appends to one logic queue with (producer_id, seq); a request
@@ -418,7 +497,7 @@ func TestSoak(t *testing.T) {
 	st := &soakStats{}
 	l := newLedger("soak-%06d")
 	cons := &soakConsumer{from: map[string]uint64{}}
-	fm := &fenceModel{grants: map[string][]grantSeen{}, granted: map[uint64]bool{}}
+	fm := &fenceModel{granted: map[uint64]bool{}, acked: map[string][]string{}, excused: map[string]bool{}}
 	prods := make([]*producer, soakQueues)
 	for q := range prods {
 		prods[q] = &producer{queue: q, next: 1}
@@ -460,6 +539,7 @@ func TestSoak(t *testing.T) {
 			}
 			env = append(env, fmt.Sprintf("HOSTD_FAILPOINTS=%s=crash@%d", point, n))
 		}
+		st.starts.Add(1)
 		d := start(t, cfg, addr, logPath, env...)
 		stop := make(chan struct{})
 		var wg *sync.WaitGroup
@@ -506,6 +586,7 @@ func TestSoak(t *testing.T) {
 
 	// Final start, no failpoints: finish every unacknowledged request and
 	// pending append, then check.
+	st.starts.Add(1)
 	d := startReady(t, c, cfg, addr, logPath, "HOSTD_FAILPOINTS_LOG="+fpLog)
 	defer d.stop(t)
 	stopCons := make(chan struct{})
@@ -620,6 +701,7 @@ func TestSoak(t *testing.T) {
 		}
 		r.appended += int(want - 1)
 	}
+	r.fencedEntries = checkFencedLogs(t, c, fm, st)
 	r.fenceViolations = int(st.fenceViolations.Load())
 	r.fenceNotes = fm.notes
 	hits, _ := os.ReadFile(fpLog)
@@ -663,7 +745,7 @@ type soakReport struct {
 	issued, acked, completed          int
 	bcErrors                          []string
 	duplicated, lost, vcDups          int
-	fenceViolations                   int
+	fenceViolations, fencedEntries    int
 	fenceNotes                        []string
 	queueGaps, queueDups, appended    int
 	queueNotes                        []string
@@ -685,8 +767,9 @@ func (r *soakReport) String() string {
 		pts = append(pts, fmt.Sprintf("%s×%d", p, n))
 	}
 	sort.Strings(pts)
+	stale := [3]int64{r.st.staleProbes[endRelease].Load(), r.st.staleProbes[endForce].Load(), r.st.staleProbes[endExpire].Load()}
 	ops := r.st.submits.Load() + r.st.acks.Load() + r.st.locks.Load() + r.st.fencedWrites.Load() +
-		r.st.staleProbes.Load() + r.st.appends.Load() + r.st.remaps.Load() + r.st.reloads.Load()
+		stale[0] + stale[1] + stale[2] + r.st.appends.Load() + r.st.remaps.Load() + r.st.reloads.Load()
 	w("chaos soak: %s, %d restarts survived (%d random SIGKILLs, %d failpoint crashes)", r.dur.Round(time.Second), r.restarts, r.randomKills, r.restarts-r.randomKills)
 	w("  crashes at: %s", strings.Join(pts, ", "))
 	w("  total operations:                 %d", ops)
@@ -696,7 +779,8 @@ func (r *soakReport) String() string {
 	w("  duplicate effects (must be 0):    %d", r.duplicated)
 	w("  lost effects (must be 0):         %d", r.lost)
 	w("  broadcast twice on a vchannel (must be 0): %d", r.vcDups)
-	w("  lease grants %d, fenced writes %d, stale-fence probes refused %d", r.st.locks.Load(), r.st.fencedWrites.Load(), r.st.staleProbes.Load())
+	w("  lease grants %d, fenced plugin-KV writes acknowledged %d (log entries in the KV %d)", r.st.locks.Load(), r.st.fencedWrites.Load(), r.fencedEntries)
+	w("  stale-fence writes refused: %d after release, %d after force-release, %d after expiry", stale[0], stale[1], stale[2])
 	w("  fence violations accepted (must be 0): %d", r.fenceViolations)
 	w("  logic-queue appends acknowledged %d, records %d, remaps %d, plugin reloads %d", r.st.appends.Load(), r.appended, r.st.remaps.Load(), r.st.reloads.Load())
 	w("  logic-queue gaps (must be 0):     %d", r.queueGaps)

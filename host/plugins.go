@@ -2,6 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -75,6 +78,8 @@ func openPlugins(ctx context.Context, h *Host) error {
 	}
 	h.plugins = rt
 	api.RegisterPlugins(h.API(), rt)
+	api.RegisterPluginKVWrites(h.API(), &pluginKVWriter{store: h.Catalog(), leases: h.leases,
+		log: h.Logger().With("component", "plugins")})
 
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -197,3 +202,73 @@ type pluginLockError struct{ sentinel, err error }
 
 func (e *pluginLockError) Error() string   { return e.err.Error() }
 func (e *pluginLockError) Unwrap() []error { return []error{e.sentinel, e.err} }
+
+// pluginKVWriter commits the API's plugin KV writes (operators' overrides
+// and lease holders' fenced writes). A fenced write carries the lease
+// service's FenceCheck in its catalog batch, exactly as a plugin's
+// kv_put_fenced carries it in its callback's result: the commit fails with
+// catalog.ErrConflict if the grant's record changed after the check (a
+// release, expiry or eviction deletes it). The write is then retried from
+// a fresh FenceCheck, which reports the stale fence (not_holder, nothing
+// written) — or, should the record have changed while the grant stayed
+// current, writes again.
+//
+// The write bypasses the plugin's KV quota (an operator's or lease
+// holder's write is not the plugin's); the quota's usage scan counts it
+// at its next refresh.
+type pluginKVWriter struct {
+	store  catalog.Store
+	leases *locks.Service // nil: fenced writes are unavailable
+	log    *slog.Logger
+	// beforeCommit, if set, runs between the fence check and the commit
+	// (tests: evict the grant in that window).
+	beforeCommit func()
+}
+
+// kvWriteAttempts bounds the retries of a fenced write whose grant record
+// keeps changing while it stays current (renewals).
+const kvWriteAttempts = 5
+
+func (p *pluginKVWriter) KVWrite(ctx context.Context, w api.KVWrite) (catalog.Version, error) {
+	op := catalog.Op{Key: append(wasm.NamespacePrefix(w.Plugin), w.Key...), Value: w.Value, Delete: w.Delete}
+	var err error
+	for attempt := 0; attempt < kvWriteAttempts; attempt++ {
+		b := &catalog.Batch{Ops: []catalog.Op{op}}
+		if w.Fence != nil {
+			if p.leases == nil {
+				return 0, api.Unavailable("lease locks are not enabled, so a write cannot be fenced")
+			}
+			chk, err := p.leases.FenceCheck(w.Fence.Key, w.Fence.Fence)
+			if err != nil {
+				return 0, err
+			}
+			b.Checks = []catalog.Check{chk}
+		}
+		if p.beforeCommit != nil {
+			p.beforeCommit()
+		}
+		var ver catalog.Version
+		ver, err = p.store.Commit(ctx, b)
+		if err == nil {
+			p.logWrite(w)
+			return ver, nil
+		}
+		if w.Fence == nil || !errors.Is(err, catalog.ErrConflict) {
+			return 0, err
+		}
+	}
+	return 0, fmt.Errorf("the grant of fence %d kept changing: %w", w.Fence.Fence, err)
+}
+
+func (p *pluginKVWriter) logWrite(w api.KVWrite) {
+	op := "put"
+	if w.Delete {
+		op = "delete"
+	}
+	if w.Fence != nil {
+		p.log.Debug("plugin KV written through the API", "plugin", w.Plugin, "key", string(w.Key), "op", op, "by", w.By,
+			"fence_key", w.Fence.Key.Domain+":"+w.Fence.Key.Key, "fence", w.Fence.Fence)
+		return
+	}
+	p.log.Info("plugin KV overridden by an operator", "plugin", w.Plugin, "key", string(w.Key), "op", op, "by", w.By)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -186,7 +187,111 @@ func newPluginKVCmd(g *globals) *cobra.Command {
 	}
 	scan.Flags().StringVar(&prefix, "prefix", "", "only keys starting with this prefix")
 	scan.Flags().IntVar(&limit, "limit", 1000, "most entries to print")
-	cmd.AddCommand(get, scan)
+	cmd.AddCommand(get, scan, newPluginKVPutCmd(g), newPluginKVDeleteCmd(g))
+	return cmd
+}
+
+// kvFenceFlags are the optional --fence-key and --fence of a KV write.
+type kvFenceFlags struct {
+	key   string
+	fence uint64
+}
+
+func (f *kvFenceFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.key, "fence-key", "", "lease lock domain:key whose fence the write carries (with --fence)")
+	cmd.Flags().Uint64Var(&f.fence, "fence", 0, "fence number of your grant on --fence-key: the write commits only while it is current")
+}
+
+// get returns the fence to send (nil without one); both flags or neither.
+func (f *kvFenceFlags) get(cmd *cobra.Command) (*client.KVFence, error) {
+	hasKey, hasFence := cmd.Flags().Changed("fence-key"), cmd.Flags().Changed("fence")
+	if !hasKey && !hasFence {
+		return nil, nil
+	}
+	if !hasKey || !hasFence || f.fence == 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("invalid argument: --fence-key and a positive --fence go together"))
+	}
+	k, err := parseKey(f.key)
+	if err != nil || k.Mode != "shared" {
+		return nil, withCode(exitUsage, fmt.Errorf("invalid argument %q for --fence-key: want domain:key", f.key))
+	}
+	return &client.KVFence{Domain: k.Domain, Key: k.Key, Fence: f.fence}, nil
+}
+
+const kvWriteLong = `A write with --fence-key and --fence (role write) commits only while the
+fence is a current holder's fence on that lease lock, re-checked in the
+committing transaction; a stale fence (released, expired, force-released)
+fails with not_holder (exit 1) and nothing is written. A write without a
+fence overrides the plugin's state and needs role admin.`
+
+func newPluginKVPutCmd(g *globals) *cobra.Command {
+	var (
+		ff     kvFenceFlags
+		base64 bool
+	)
+	cmd := &cobra.Command{
+		Use:   "put NAME KEY VALUE",
+		Short: "Write one value of plugin NAME's KV (optionally fenced by a lease)",
+		Long:  kvWriteLong + "\n\nVALUE is text, base64 with --base64, or - to read it from stdin.",
+		Example: `  hostd plugin kv put jobs owner/r0 worker-1 --fence-key jobs:r0 --fence 42
+  hostd plugin kv put collections coll/x - < record.json`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fence, err := ff.get(cmd)
+			if err != nil {
+				return err
+			}
+			value := []byte(args[2])
+			switch {
+			case args[2] == "-":
+				if value, err = io.ReadAll(cmd.InOrStdin()); err != nil {
+					return err
+				}
+			case base64:
+				if value, err = b64dec(args[2]); err != nil {
+					return withCode(exitUsage, fmt.Errorf("invalid argument: VALUE is not base64: %v", err))
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			kv, err := c.PutPluginKV(cmd.Context(), args[0], args[1], value, fence)
+			if err != nil {
+				return err
+			}
+			return g.print(kv, []string{"KEY", "VERSION"}, [][]string{{kv.Key, strconv.FormatUint(kv.Version, 10)}})
+		},
+	}
+	ff.add(cmd)
+	cmd.Flags().BoolVar(&base64, "base64", false, "VALUE is base64")
+	return cmd
+}
+
+func newPluginKVDeleteCmd(g *globals) *cobra.Command {
+	var ff kvFenceFlags
+	cmd := &cobra.Command{
+		Use:     "delete NAME KEY",
+		Short:   "Delete one key of plugin NAME's KV (optionally fenced by a lease; absent is not an error)",
+		Long:    kvWriteLong,
+		Example: `  hostd plugin kv delete jobs owner/r0 --fence-key jobs:r0 --fence 42`,
+		Args:    cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fence, err := ff.get(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeletePluginKV(cmd.Context(), args[0], args[1], fence); err != nil {
+				return err
+			}
+			return g.print(map[string]any{"key": args[1], "deleted": true}, []string{"KEY", "DELETED"}, [][]string{{args[1], "true"}})
+		},
+	}
+	ff.add(cmd)
 	return cmd
 }
 
@@ -199,3 +304,5 @@ func kvText(kv *client.PluginKV) string {
 }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+
+func b64dec(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

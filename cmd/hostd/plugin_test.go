@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,5 +86,76 @@ func TestPluginOperatorCLI(t *testing.T) {
 	out, errOut, code := runCLI(t, dir, append([]string{"plugin", "reload"}, addr...)...)
 	if code != 1 || !strings.Contains(errOut, "broken.wasm") || !strings.Contains(out, "echo") {
 		t.Fatalf("reload: %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// `hostd plugin kv put|delete` with --fence-key/--fence against a real
+// daemon: a current fence writes; after the lease is released the same
+// fence is refused with not_holder (exit 1) and nothing changes; a write
+// without a fence is an operator's override; flag mistakes exit 2.
+func TestPluginKVWriteCLI(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir, "--listen", "127.0.0.1:0", "--data-dir", "data")
+	addr := []string{"--addr", d.addr}
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		return runCLI(t, dir, append(args, addr...)...)
+	}
+	c, err := client.New(d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := c.AcquireLock(ctx, client.AcquireLock{Keys: []client.LockKey{{Domain: "job", Key: "r0"}}, TTL: "1m", Owner: "cli-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := []string{"--fence-key", "job:r0", "--fence", strconv.FormatUint(g.Fence, 10)}
+
+	if out, errOut, code := cli(append([]string{"plugin", "kv", "put", "jobs", "owner/r0", "worker-1"}, fence...)...); code != 0 || !strings.Contains(out, "owner/r0") {
+		t.Fatalf("fenced put: %d\n%s%s", code, out, errOut)
+	}
+	if out, _, code := cli("plugin", "kv", "get", "jobs", "owner/r0"); code != 0 || strings.TrimSpace(out) != "worker-1" {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	if err := c.ReleaseLock(ctx, g.ID, g.Token); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		append([]string{"plugin", "kv", "put", "jobs", "owner/r0", "stale"}, fence...),
+		append([]string{"plugin", "kv", "delete", "jobs", "owner/r0"}, fence...),
+	} {
+		if _, errOut, code := cli(args...); code != 1 || !strings.Contains(errOut, "not_holder") {
+			t.Fatalf("%v after release: %d %s", args[:3], code, errOut)
+		}
+	}
+	if out, _, _ := cli("plugin", "kv", "get", "jobs", "owner/r0"); strings.TrimSpace(out) != "worker-1" {
+		t.Fatalf("a stale fence changed the value: %q", out)
+	}
+
+	// Unfenced (no tokens configured: every caller is admin), base64.
+	if _, errOut, code := cli("plugin", "kv", "put", "jobs", "owner/r0", "--base64", "b3BlcmF0b3I="); code != 0 {
+		t.Fatalf("unfenced put: %d %s", code, errOut)
+	}
+	if out, _, _ := cli("plugin", "kv", "get", "jobs", "owner/r0"); strings.TrimSpace(out) != "operator" {
+		t.Fatalf("after the override: %q", out)
+	}
+	if _, errOut, code := cli("plugin", "kv", "delete", "jobs", "owner/r0"); code != 0 {
+		t.Fatalf("unfenced delete: %d %s", code, errOut)
+	}
+	if _, errOut, code := cli("plugin", "kv", "get", "jobs", "owner/r0"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("get after delete: %d %s", code, errOut)
+	}
+
+	for _, args := range [][]string{
+		{"plugin", "kv", "put", "jobs", "k", "v", "--fence", "3"},
+		{"plugin", "kv", "put", "jobs", "k", "v", "--fence-key", "job:r0"},
+		{"plugin", "kv", "put", "jobs", "k", "v", "--fence-key", "nodomain", "--fence", "3"},
+		{"plugin", "kv", "put", "jobs", "k", "%%%", "--base64"},
+		{"plugin", "kv", "delete", "jobs", "k", "--fence", "0", "--fence-key", "job:r0"},
+	} {
+		if _, errOut, code := cli(args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
@@ -25,6 +26,45 @@ type PluginService interface {
 	Reload(ctx context.Context) error
 	KVGet(ctx context.Context, plugin string, key []byte) ([]byte, catalog.Version, error)
 	KVScan(ctx context.Context, plugin string, prefix, after []byte, limit int) ([]abi.KVPair, []byte, error)
+}
+
+// PluginKVWriter writes a plugin's KV for operators and lease holders
+// (host: the catalog, with the lease service's fence checks).
+type PluginKVWriter interface {
+	// KVWrite commits w in one catalog batch; with a fence, the batch also
+	// re-checks that the fence is still a current holder's (errors of the
+	// lease service, e.g. not_holder, when it is not). It returns the
+	// commit's version.
+	KVWrite(ctx context.Context, w KVWrite) (catalog.Version, error)
+}
+
+// KVWrite is one put or delete of a plugin KV key.
+type KVWrite struct {
+	Plugin string
+	Key    []byte
+	Value  []byte
+	Delete bool
+	// Fence, if set, must be a current holder's fence on Fence.Key when
+	// the write commits.
+	Fence *abi.FencedKey
+	// By is the caller's token name (for the log).
+	By string
+}
+
+// KVFence names the lease lock whose fence a plugin KV write carries.
+type KVFence struct {
+	Domain string `json:"domain"`
+	Key    string `json:"key"`
+	Fence  uint64 `json:"fence"`
+}
+
+// PluginKVPutRequest is the body of PUT /v1/plugins/{name}/kv/{key...}:
+// the value as base64 (value) or as text (value_text), and an optional
+// fence.
+type PluginKVPutRequest struct {
+	Value     []byte   `json:"value,omitempty"`
+	ValueText *string  `json:"value_text,omitempty"`
+	Fence     *KVFence `json:"fence,omitempty"`
 }
 
 // PluginLoadError is one plugin that failed to load in a reload.
@@ -139,6 +179,91 @@ func RegisterPlugins(s *Server, svc PluginService) {
 			items[i] = pluginKV(e.Key, e.Value, 0)
 		}
 		return WriteList(w, items, EncodePageToken(next))
+	})
+	s.MapErrors(pluginError)
+}
+
+// RegisterPluginKVWrites adds the plugin KV write routes:
+//
+//	PUT    /v1/plugins/{name}/kv/{key...}   put; body {value | value_text, fence?}
+//	DELETE /v1/plugins/{name}/kv/{key...}   delete; ?fence_domain=&fence_key=&fence=
+//
+// A fenced write ({"fence": {"domain", "key", "fence"}}) needs role write:
+// it commits only while the fence is a current holder's fence on that
+// lease lock, re-checked in the committing catalog transaction like a
+// plugin's kv_put_fenced, else 409 not_holder and nothing is written. An
+// unfenced write overrides a plugin's state and needs role admin.
+func RegisterPluginKVWrites(s *Server, svc PluginKVWriter) {
+	write := func(w http.ResponseWriter, r *http.Request, kw KVWrite, fence *KVFence) error {
+		kw.Plugin, kw.Key = r.PathValue("name"), []byte(r.PathValue("key"))
+		if !wasm.ValidName(kw.Plugin) {
+			return InvalidField("name", "invalid plugin name %q", kw.Plugin)
+		}
+		if len(kw.Key) == 0 || len(kw.Key) > abi.MaxKeyLen {
+			return InvalidField("key", "key must be 1..%d bytes", abi.MaxKeyLen)
+		}
+		if len(kw.Value) > abi.MaxValueLen {
+			return TooLarge("value is %d bytes; at most %d", len(kw.Value), abi.MaxValueLen)
+		}
+		p, _ := PrincipalFrom(r.Context())
+		kw.By = p.Name
+		if fence == nil {
+			if p.Role < RoleAdmin {
+				return PermissionDenied("token %q has role %s; an unfenced plugin KV write needs admin (a fenced one needs write)", p.Name, p.Role).
+					With("role", p.Role.String()).With("required_role", RoleAdmin.String())
+			}
+		} else {
+			if fence.Domain == "" || fence.Key == "" || len(fence.Domain) > abi.MaxKeyLen || len(fence.Key) > abi.MaxKeyLen {
+				return InvalidField("fence", "fence domain and key must be 1..%d bytes", abi.MaxKeyLen)
+			}
+			if fence.Fence == 0 {
+				return InvalidField("fence", "fence must be a positive fence number of a lease grant")
+			}
+			kw.Fence = &abi.FencedKey{Key: abi.ResourceKey{Domain: fence.Domain, Key: fence.Key}, Fence: fence.Fence}
+		}
+		ver, err := svc.KVWrite(r.Context(), kw)
+		if err != nil {
+			if e := lockError(err); e != nil {
+				return e.Wrap(err)
+			}
+			if errors.Is(err, catalog.ErrConflict) {
+				return Conflict("plugin %s KV key %q: %v; retry", kw.Plugin, kw.Key, err).Wrap(err)
+			}
+			return err
+		}
+		if kw.Delete {
+			return WriteJSON(w, http.StatusOK, map[string]any{"key": string(kw.Key), "deleted": true})
+		}
+		return WriteJSON(w, http.StatusOK, pluginKV(kw.Key, kw.Value, ver))
+	}
+	s.Handle("PUT /v1/plugins/{name}/kv/{key...}", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+		var body PluginKVPutRequest
+		if err := DecodeJSON(r, &body); err != nil {
+			return err
+		}
+		kw := KVWrite{Value: body.Value}
+		if body.ValueText != nil {
+			if body.Value != nil {
+				return InvalidField("value_text", "give value (base64) or value_text, not both")
+			}
+			kw.Value = []byte(*body.ValueText)
+		}
+		if kw.Value == nil {
+			kw.Value = []byte{}
+		}
+		return write(w, r, kw, body.Fence)
+	})
+	s.Handle("DELETE /v1/plugins/{name}/kv/{key...}", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		var fence *KVFence
+		if q.Has("fence") || q.Has("fence_domain") || q.Has("fence_key") {
+			n, err := strconv.ParseUint(q.Get("fence"), 10, 64)
+			if err != nil {
+				return InvalidField("fence", "fence must be a positive integer, got %q", q.Get("fence"))
+			}
+			fence = &KVFence{Domain: q.Get("fence_domain"), Key: q.Get("fence_key"), Fence: n}
+		}
+		return write(w, r, KVWrite{Delete: true}, fence)
 	})
 	s.MapErrors(pluginError)
 }
