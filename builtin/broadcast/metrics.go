@@ -19,7 +19,20 @@ type metrics struct {
 	callbackDuration  metric.Float64Histogram
 }
 
+// stateOpts holds one prebuilt attribute option per state: building an
+// attribute set per call allocates and sorts on every finished task.
+var stateOpts = func() map[State]metric.MeasurementOption {
+	m := map[State]metric.MeasurementOption{}
+	for _, s := range []State{StatePending, StateTombstone, StateFailed} {
+		m[s] = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", string(s))))
+	}
+	return m
+}()
+
 func metricState(s State) metric.AddOption {
+	if o, ok := stateOpts[s]; ok {
+		return o
+	}
 	return metric.WithAttributes(attribute.String("state", string(s)))
 }
 
