@@ -24,6 +24,20 @@ type RetentionReport struct {
 // all gone are dropped from the mapping (with an optimistic check on the
 // queue record, so it never undoes a concurrent remap) and their physical
 // queues deleted. It also deletes physical queues no topic references.
+//
+// Retention does not take the topic's resource key (mapping.md says it
+// should; a builtin cannot reach the lock service, and passes run outside
+// any broadcast). It is safe without it because (1) wal.Trim writes only
+// the queue's min record and entry deletions, so it never conflicts with
+// an append or with a remap's seal, and a remap reads the seal's end from
+// the WAL meta record that Trim does not touch; (2) trims run oldest
+// segment first, so the retained messages are always a suffix of the
+// logic queue and readers never meet a hole; (3) a segment drop commits
+// with an optimistic check on the queue record, so a remap or delete that
+// committed since the pass read it wins and the drop waits for the next
+// pass; (4) a queue deleted meanwhile is skipped. Offsets are never
+// renumbered: trims move a queue's min, never an offset.
+// TestHammerRetentionRemapAppendGroups checks this under -race.
 func (m *Mapping) ApplyRetention(ctx context.Context) (rep RetentionReport, err error) {
 	ctx, end := m.span(ctx, "retention")
 	defer end(&err)
@@ -126,10 +140,19 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 	if err != nil {
 		return 0, 0, err
 	}
+	// Trim oldest first: cuts were collected newest first, and trimming a
+	// newer segment while an older one still holds data would leave a
+	// hole in the logic queue that readers in between would hit (the
+	// retained messages must always be a suffix of the queue). Found by
+	// TestHammerRetentionRemapAppendGroups.
 	var trimmed uint64
-	for _, c := range cuts {
+	for i := len(cuts) - 1; i >= 0; i-- {
+		c := cuts[i]
 		before, _ := m.w.Min(ctx, c.pq)
 		after, err := m.w.Trim(ctx, c.pq, c.to)
+		if errors.Is(err, wal.ErrNoQueue) {
+			continue // the topic was deleted (or the segment dropped) meanwhile
+		}
 		if err != nil {
 			return trimmed, 0, err
 		}
