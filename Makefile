@@ -53,13 +53,17 @@ plugins:
 .PHONY: fuzz bench bench-full
 # fuzz runs every native Go fuzz target of the main module for FUZZTIME
 # each (targets found with `go test -list '^Fuzz'`); the corpus lives in
-# each package's testdata/fuzz.
+# each package's testdata/fuzz. FUZZMINIMIZETIME caps the minimization of
+# each new interesting input: Go's default (60s) on a target whose inputs
+# cost milliseconds (FuzzAPI runs a request and a probe broadcast through
+# the whole daemon) keeps a worker at 0 execs/s for up to a minute per input.
 FUZZTIME ?= 10s
+FUZZMINIMIZETIME ?= 5s
 fuzz:
 	@set -e; for d in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./bench/' | xargs -n1 dirname | sort -u); do \
 		for f in $$($(GO) test -list '^Fuzz' $$d | grep '^Fuzz'); do \
 			echo "== $$d $$f ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$d; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$d; \
 		done; \
 	done
 

@@ -24,7 +24,12 @@ import (
 // API's error shape, and afterwards the daemon is still consistent:
 // /readyz is ready and a valid broadcast still completes.
 //
-//	go test ./host/api -run '^$' -fuzz '^FuzzAPI$' -fuzztime 30s
+//	go test ./host/api -run '^$' -fuzz '^FuzzAPI$' -fuzztime 30s -fuzzminimizetime 5s
+//
+// Each input costs milliseconds (a request, /readyz and a probe
+// broadcast), so Go's default minimization of every new interesting input
+// (up to 60 s, hundreds of executions per byte of a string) stalls the
+// workers at 0 execs/s; -fuzzminimizetime keeps that short (make fuzz).
 func FuzzAPI(f *testing.F) {
 	cfg := config.Default()
 	cfg.API.Listen = "127.0.0.1:0"
