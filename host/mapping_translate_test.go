@@ -127,6 +127,16 @@ func TestDeleteRecreateForgetsGroupOffsetsAPI(t *testing.T) {
 	if _, err := c.CommitGroupOffset(ctx, "g", "t/0", 3); err != nil {
 		t.Fatal(err)
 	}
+	// A malformed vchannel is invalid_argument; a well-formed unknown one not_found.
+	if _, err := c.GetGroupOffset(ctx, "g", "t"); apiCode(err) != "invalid_argument" {
+		t.Fatalf("group offset of a malformed vchannel: %v", err)
+	}
+	if _, err := c.CommitGroupOffset(ctx, "g", "t/01", 0); apiCode(err) != "invalid_argument" {
+		t.Fatalf("commit to a malformed vchannel: %v", err)
+	}
+	if _, err := c.GetGroupOffset(ctx, "g", "t/7"); apiCode(err) != "not_found" {
+		t.Fatalf("group offset of an unknown queue: %v", err)
+	}
 	dry, err := c.DeleteTopicDryRun(ctx, "t")
 	if err != nil || !dry.DryRun || dry.BroadcastID != 0 {
 		t.Fatalf("delete dry run: %+v %v", dry, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hostd-dev/hostd/builtin/mapping"
 	"github.com/hostd-dev/hostd/client"
 )
 
@@ -21,6 +22,15 @@ func newChannelCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// vchannelArg checks a VCHANNEL argument before any request: a malformed
+// one is a usage error (exit 2) that says what is expected.
+func vchannelArg(vc string) error {
+	if _, _, err := mapping.ParseVChannel(vc); err != nil {
+		return withCode(exitUsage, fmt.Errorf("VCHANNEL %q: want topic/N, such as orders/0", vc))
+	}
+	return nil
+}
+
 func newChannelBoundsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:     "bounds VCHANNEL",
@@ -28,6 +38,9 @@ func newChannelBoundsCmd(g *globals) *cobra.Command {
 		Example: `  hostd channel bounds orders/0`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vchannelArg(args[0]); err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -56,6 +69,12 @@ func newChannelReadCmd(g *globals) *cobra.Command {
   hostd channel read _control/0 --from 42 --follow -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vchannelArg(args[0]); err != nil {
+				return err
+			}
+			if limit < 1 || limit > 1000 {
+				return withCode(exitUsage, fmt.Errorf("--limit: want 1..1000, got %d", limit))
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -132,6 +151,9 @@ func newChannelAppendCmd(g *globals) *cobra.Command {
 		Example: `  hostd channel append orders/3 '{"id":1}' '{"id":2}' --producer p1 --seq 7`,
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := vchannelArg(args[0]); err != nil {
+				return err
+			}
 			pm := map[string]string{}
 			for _, p := range props {
 				k, v, ok := strings.Cut(p, "=")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -28,12 +29,27 @@ func groupRows(gs []client.GroupOffset) [][]string {
 	return rows
 }
 
+// groupArgs checks GROUP (and VCHANNEL when given) before any request,
+// so a mistake is a usage error that names the argument.
+func groupArgs(args []string) error {
+	if args[0] == "" {
+		return withCode(exitUsage, errors.New("GROUP: must not be empty"))
+	}
+	if len(args) > 1 {
+		return vchannelArg(args[1])
+	}
+	return nil
+}
+
 func newGroupCommitCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "commit GROUP VCHANNEL OFFSET",
 		Short: "Store the group's next offset to consume",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := groupArgs(args); err != nil {
+				return err
+			}
 			off, err := parseOffsetArg("OFFSET", args[2])
 			if err != nil {
 				return err
@@ -57,6 +73,9 @@ func newGroupGetCmd(g *globals) *cobra.Command {
 		Short: "Show the group's offset, the queue's min/max and the lag",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := groupArgs(args); err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -76,6 +95,9 @@ func newGroupLagCmd(g *globals) *cobra.Command {
 		Short: "Show the group's offset and lag on every logic queue of a topic",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := groupArgs(args[:1]); err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err

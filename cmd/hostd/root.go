@@ -91,6 +91,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // isUsageError recognizes cobra's flag and argument errors.
 func isUsageError(err error) bool {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		return false // the API answered: its message may say "invalid argument", but the command line was fine
+	}
 	msg := err.Error()
 	for _, s := range []string{"unknown flag", "unknown shorthand", "unknown command", "flag needs an argument",
 		"invalid argument", "accepts ", "requires at least", "requires at most", "required flag"} {

@@ -46,6 +46,9 @@ func newTopicCreateCmd(g *globals) *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Topic = args[0]
+			if maxAge < 0 {
+				return withCode(exitUsage, fmt.Errorf("--retention-age: want a duration >= 0 such as 24h, got %s", maxAge))
+			}
 			if maxAge > 0 || maxBytes > 0 {
 				req.Retention = &client.Retention{MaxBytes: maxBytes}
 				if maxAge > 0 {
@@ -199,6 +202,9 @@ func newTopicTranslateCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else {
+				if err := vchannelArg(args[0]); err != nil {
+					return err
+				}
 				off, err := parseOffsetArg("LOGIC_OFFSET", args[1])
 				if err != nil {
 					return err

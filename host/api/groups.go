@@ -30,8 +30,8 @@ func RegisterGroups(s *Server, svc GroupService) {
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
-		if body.VChannel == "" {
-			return InvalidField("vchannel", "vchannel is required")
+		if err := checkVChannel(body.VChannel); err != nil {
+			return err
 		}
 		if body.Offset == nil {
 			return InvalidField("offset", "offset is required")
@@ -48,8 +48,8 @@ func RegisterGroups(s *Server, svc GroupService) {
 	})
 	s.Handle("GET /v1/groups/{group}/offsets", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		vc := r.URL.Query().Get("vchannel")
-		if vc == "" {
-			return InvalidField("vchannel", "vchannel is required")
+		if err := checkVChannel(vc); err != nil {
+			return err
 		}
 		out, err := svc.GroupOffset(r.Context(), r.PathValue("group"), vc)
 		if err != nil {
@@ -68,4 +68,16 @@ func RegisterGroups(s *Server, svc GroupService) {
 		}
 		return WriteList(w, out, "")
 	})
+}
+
+// checkVChannel rejects a missing or malformed vchannel as
+// invalid_argument (a well-formed one that does not exist is not_found).
+func checkVChannel(vc string) error {
+	if vc == "" {
+		return InvalidField("vchannel", "vchannel is required")
+	}
+	if _, _, err := mapping.ParseVChannel(vc); err != nil {
+		return InvalidField("vchannel", "vchannel %q: want topic/N, such as orders/0", vc)
+	}
+	return nil
 }
