@@ -156,7 +156,11 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 		if err != nil {
 			return nil, err
 		}
-		tokens = append(tokens, api.Token{Name: t.Name, Secret: t.Token, Role: role})
+		exp, err := t.Expiry()
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, api.Token{Name: t.Name, Secret: t.Token, Role: role, ExpiresAt: exp})
 	}
 	h.api, err = api.New(api.Options{
 		Listen:            cfg.API.Listen,
@@ -173,6 +177,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 		Metrics:           h.tel.Metrics,
 		Version:           opts.Version,
 		Ready:             h.notReady,
+		Clock:             h.clock,
 	})
 	if err != nil {
 		return nil, err

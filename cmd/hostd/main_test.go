@@ -322,7 +322,9 @@ api:
   tokens:
     - {name: dash, token: %s, role: read}
     - {name: ops, token: %s, role: admin}
-`, readTok, adminTok))
+    - {name: old, token: old-secret-0123456789, role: admin, expires_at: 2020-01-01T00:00:00Z}
+    - {name: soon, token: soon-secret-0123456789, role: read, expires_at: %s}
+`, readTok, adminTok, time.Now().Add(48*time.Hour).UTC().Format(time.RFC3339)))
 	d := startDaemon(t, dir, "-c", f)
 	cases := []struct {
 		method, path, token string
@@ -344,6 +346,18 @@ api:
 	_, errOut, code := runCLI(t, dir, "version", "--server", "--addr", d.addr, "--token", "nope-nope-nope-nope")
 	if code != exitError || !strings.Contains(errOut, "unauthenticated") {
 		t.Errorf("CLI with a wrong token: %d %s", code, errOut)
+	}
+	// Expired: 401 token_expired; the start-up log warned about it and
+	// about the one expiring in two days.
+	if code, body := get(t, "GET", d.addr+"/v1/version", "old-secret-0123456789"); code != 401 || !strings.Contains(body, `"token_expired"`) {
+		t.Errorf("expired token: %d %s", code, body)
+	}
+	if code, body := get(t, "GET", d.addr+"/v1/version", "soon-secret-0123456789"); code != 200 {
+		t.Errorf("token expiring in two days: %d %s", code, body)
+	}
+	if logs := d.Logs(); !strings.Contains(logs, "api token has expired") || !strings.Contains(logs, "token=old") ||
+		!strings.Contains(logs, "api token expires soon") || !strings.Contains(logs, "token=soon") {
+		t.Errorf("no start-up warnings about the expired and the expiring token:\n%s", logs)
 	}
 	if code := d.stop(t); code != 0 {
 		t.Fatalf("exit %d", code)

@@ -5,8 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
 // Role is what a token may do. Roles are ordered: a stronger role may do
@@ -56,7 +60,18 @@ type Token struct {
 	Name   string // shown in logs; never the secret
 	Secret string
 	Role   Role
+	// ExpiresAt, if not zero, is when the token stops being accepted: from
+	// then on it gets 401 token_expired (Options.Clock decides when).
+	ExpiresAt time.Time
 }
+
+// CodeTokenExpired: 401, the bearer token is known but past its
+// expires_at. Replace it; the response names the token and the time.
+const CodeTokenExpired = "token_expired"
+
+// TokenExpiryWarning is how long before a token's expiry New starts to
+// warn about it in the log.
+const TokenExpiryWarning = 7 * 24 * time.Hour
 
 // Principal is the caller of a request.
 type Principal struct {
@@ -77,22 +92,42 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 // authenticator checks bearer tokens. The secrets are compared as SHA-256
 // digests in constant time, so neither their length nor their content leaks
 // through timing.
+// Expiry is checked against the injected clock on every request.
 type authenticator struct {
 	tokens []hashedToken
+	clock  sched.Clock
 }
 
 type hashedToken struct {
-	name   string
-	digest [32]byte
-	role   Role
+	name    string
+	digest  [32]byte
+	role    Role
+	expires time.Time // zero: never
 }
 
-func newAuthenticator(tokens []Token) *authenticator {
-	a := &authenticator{}
+func newAuthenticator(tokens []Token, clock sched.Clock) *authenticator {
+	a := &authenticator{clock: clock}
 	for _, t := range tokens {
-		a.tokens = append(a.tokens, hashedToken{name: t.Name, digest: sha256.Sum256([]byte(t.Secret)), role: t.Role})
+		a.tokens = append(a.tokens, hashedToken{name: t.Name, digest: sha256.Sum256([]byte(t.Secret)), role: t.Role, expires: t.ExpiresAt})
 	}
 	return a
+}
+
+// warnExpiring logs a warning per token that has expired or expires
+// within TokenExpiryWarning.
+func (a *authenticator) warnExpiring(log *slog.Logger) {
+	now := a.clock.Now()
+	for _, t := range a.tokens {
+		switch {
+		case t.expires.IsZero():
+		case !now.Before(t.expires):
+			log.Warn("api token has expired: requests with it get 401 token_expired; replace it", "token", t.name,
+				"expires_at", t.expires.Format(time.RFC3339))
+		case t.expires.Sub(now) <= TokenExpiryWarning:
+			log.Warn("api token expires soon; replace it before then", "token", t.name,
+				"expires_at", t.expires.Format(time.RFC3339), "expires_in", t.expires.Sub(now).Round(time.Minute).String())
+		}
+	}
 }
 
 func (a *authenticator) enabled() bool { return len(a.tokens) > 0 }
@@ -122,6 +157,10 @@ func (a *authenticator) authorize(r *http.Request, need Role) (Principal, *Error
 	}
 	if found == nil {
 		return Principal{}, Unauthenticated("unknown bearer token")
+	}
+	if !found.expires.IsZero() && !a.clock.Now().Before(found.expires) {
+		return Principal{}, Errorf(http.StatusUnauthorized, CodeTokenExpired, "token %q expired at %s",
+			found.name, found.expires.Format(time.RFC3339)).With("token", found.name).With("expires_at", found.expires.Format(time.RFC3339))
 	}
 	p := Principal{Name: found.name, Role: found.role}
 	if p.Role < need {

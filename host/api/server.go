@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
 // HandlerFunc handles one API request. It writes a response and returns nil,
@@ -59,6 +61,9 @@ type Options struct {
 	// Ready reports what is not ready yet; an empty result means ready.
 	// Nil means always ready. Served at GET /readyz.
 	Ready func() []string
+	// Clock decides when a token has expired (Token.ExpiresAt). Default
+	// sched.Real.
+	Clock sched.Clock
 }
 
 // VersionInfo describes the running binary.
@@ -153,6 +158,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:7070"
 	}
+	if opts.Clock == nil {
+		opts.Clock = sched.Real
+	}
 	host, _, err := net.SplitHostPort(opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("api: listen address %q: %w", opts.Listen, err)
@@ -166,7 +174,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts:   opts,
 		log:    opts.Logger,
-		auth:   newAuthenticator(opts.Tokens),
+		auth:   newAuthenticator(opts.Tokens, opts.Clock),
 		mux:    http.NewServeMux(),
 		tracer: opts.TracerProvider.Tracer("github.com/hostd-dev/hostd/host/api"),
 		prop:   propagation.TraceContext{},
@@ -184,6 +192,7 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("api: metrics: %w", err)
 	}
 	s.registerBuiltins()
+	s.auth.warnExpiring(s.log)
 	return s, nil
 }
 

@@ -110,7 +110,8 @@ func errCode(r resp) string {
 }
 
 func tokens() []Token {
-	return []Token{{"reader", readTok, RoleRead}, {"writer", writeTok, RoleWrite}, {"admin", adminTok, RoleAdmin}}
+	return []Token{{Name: "reader", Secret: readTok, Role: RoleRead}, {Name: "writer", Secret: writeTok, Role: RoleWrite},
+		{Name: "admin", Secret: adminTok, Role: RoleAdmin}}
 }
 
 func TestAuthRoles(t *testing.T) {

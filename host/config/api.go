@@ -56,6 +56,19 @@ type Token struct {
 	TokenFile string `koanf:"token_file"`
 	// Role is read, write or admin. Required.
 	Role string `koanf:"role"`
+	// ExpiresAt is when the token stops being accepted, RFC 3339 (e.g.
+	// "2027-01-31T00:00:00Z"); requests with it then get 401
+	// token_expired. hostd warns at start about tokens expiring within 7
+	// days. Default "" (never expires).
+	ExpiresAt string `koanf:"expires_at"`
+}
+
+// Expiry parses ExpiresAt (zero time if empty).
+func (t Token) Expiry() (time.Time, error) {
+	if t.ExpiresAt == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339, t.ExpiresAt)
 }
 
 // Roles are the token roles, weakest first.
@@ -134,6 +147,9 @@ func (a *API) validate(p *problems) {
 			secrets[t.Token] = true
 		}
 		p.oneOf(key+".role", t.Role, Roles...)
+		if _, err := t.Expiry(); err != nil {
+			p.addOnce(key+".expires_at", "must be an RFC 3339 time like \"2027-01-31T00:00:00Z\", got %q", t.ExpiresAt)
+		}
 	}
 	positive(p, "api.request_timeout", a.RequestTimeout)
 	positive(p, "api.read_header_timeout", a.ReadHeaderTimeout)

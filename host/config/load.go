@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
@@ -101,6 +102,15 @@ func cleanFileError(err error) string {
 	return fmt.Sprintf("cannot parse YAML: %v", err)
 }
 
+// timeToString turns a YAML timestamp (an unquoted
+// 2027-01-31T00:00:00Z) into RFC 3339 text for a string option.
+func timeToString(from, to reflect.Type, data any) (any, error) {
+	if t, ok := data.(time.Time); ok && to.Kind() == reflect.String {
+		return t.Format(time.RFC3339Nano), nil
+	}
+	return data, nil
+}
+
 // decode copies k onto cfg (which holds the defaults), recording every type
 // error with its key path.
 func decode(p *problems, k *koanf.Koanf, cfg *Config) {
@@ -111,6 +121,7 @@ func decode(p *problems, k *koanf.Koanf, cfg *Config) {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.TextUnmarshallerHookFunc(),
+			timeToString, // an unquoted YAML timestamp into a string option (expires_at)
 		),
 	}
 	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc})
