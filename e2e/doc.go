@@ -20,7 +20,9 @@
 //     of that run to <file> (docs/tracing.md quotes one).
 //   - soak_test.go: the chaos soak of docs/reliability.md (SOAK_DURATION,
 //     default 40s; SOAK_REPORT=<file> writes its report).
-//   - diskfull_test.go: no room for the catalog's files.
+//   - diskfull_test.go: no room for the catalog's files at start; the
+//     filesystem filling up while hostd runs (a small tmpfs mounted in a
+//     user+mount namespace with `unshare -rm`).
 //
 // helpers_test.go holds what the tests share: the daemon subprocess
 // (start, startReady, stop, kill), its config and log, the broadcast
