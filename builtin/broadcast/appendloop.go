@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
@@ -22,14 +23,15 @@ type appendReq struct {
 }
 
 // appendLoop batches the append attempts of every task: one
-// Channels.Append per round, all queued attempts together.
+// Channels.Append per round, all queued attempts together. A task's
+// attempts arrive as one message, so its vchannels share a round.
 func (e *Engine) appendLoop() {
 	defer e.wg.Done()
 	for {
 		var batch []*appendReq
 		select {
-		case r := <-e.appendCh:
-			batch = append(batch, r)
+		case rs := <-e.appendCh:
+			batch = append(batch, rs...)
 		case <-e.ctx.Done():
 			e.drainAppends()
 			return
@@ -37,8 +39,8 @@ func (e *Engine) appendLoop() {
 	drain:
 		for len(batch) < e.o.AppendBatch {
 			select {
-			case r := <-e.appendCh:
-				batch = append(batch, r)
+			case rs := <-e.appendCh:
+				batch = append(batch, rs...)
 			default:
 				break drain
 			}
@@ -50,8 +52,10 @@ func (e *Engine) appendLoop() {
 func (e *Engine) drainAppends() {
 	for {
 		select {
-		case r := <-e.appendCh:
-			r.span.End()
+		case rs := <-e.appendCh:
+			for _, r := range rs {
+				r.span.End()
+			}
 		default:
 			return
 		}
@@ -64,6 +68,8 @@ func (e *Engine) appendRound(batch []*appendReq) {
 		entries[i] = r.entry
 	}
 	t0 := e.o.Clock.Now()
+	ctx, round := e.roundSpan(batch, len(entries))
+	defer round.End()
 	var fresh []*task // tasks whose PENDING record is not durable yet
 	seen := map[*task]bool{}
 	for _, r := range batch {
@@ -80,9 +86,9 @@ func (e *Engine) appendRound(batch []*appendReq) {
 	var outs []AppendOutcome
 	var err error
 	if len(fresh) > 0 {
-		outs, err = e.appendPersisting(batch, entries, fresh)
+		outs, err = e.appendPersisting(ctx, batch, entries, fresh)
 	} else {
-		outs, err = e.safeAppend(entries)
+		outs, err = e.safeAppend(ctx, entries)
 	}
 	e.m.appendDuration.Record(context.Background(), e.o.Clock.Now().Sub(t0).Seconds())
 	if err == nil && len(outs) != len(entries) {
@@ -93,6 +99,8 @@ func (e *Engine) appendRound(batch []*appendReq) {
 		for i := range outs {
 			outs[i].Err = err
 		}
+		round.RecordError(err)
+		round.SetStatus(codes.Error, err.Error())
 	}
 	cps := make([]cpRecord, len(batch))
 	for i, r := range batch {
@@ -144,7 +152,7 @@ func (e *Engine) appendRound(batch []*appendReq) {
 // and the entries appended as usual. If that commit fails, the fresh
 // tasks' entries fail (their retries persist first again); the other
 // entries are appended.
-func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fresh []*task) ([]AppendOutcome, error) {
+func (e *Engine) appendPersisting(ctx context.Context, batch []*appendReq, entries []AppendEntry, fresh []*task) ([]AppendOutcome, error) {
 	var extra []catalog.Op
 	isFresh := make(map[*task]bool, len(fresh))
 	for _, t := range fresh {
@@ -154,7 +162,7 @@ func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fre
 		isFresh[t] = true
 	}
 	if aa, ok := e.o.Channels.(AtomicAppender); ok {
-		outs, err := e.safeAppendAtomic(aa, entries, extra)
+		outs, err := e.safeAppendAtomic(ctx, aa, entries, extra)
 		committed := false
 		if err == nil && len(outs) == len(entries) {
 			for _, o := range outs {
@@ -172,10 +180,10 @@ func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fre
 			e.log.Debug("combined persist+append failed; persisting first", "tasks", len(fresh), "err", outs[0].Err)
 		}
 	}
-	_, perr := e.o.Store.Commit(e.ctx, &catalog.Batch{Ops: extra})
+	_, perr := e.o.Store.Commit(ctx, &catalog.Batch{Ops: extra})
 	if perr == nil {
 		e.markPersisted(fresh)
-		return e.safeAppend(entries)
+		return e.safeAppend(ctx, entries)
 	}
 	perr = fmt.Errorf("broadcast: persist %d new task(s): %w", len(fresh), perr)
 	outs := make([]AppendOutcome, len(entries))
@@ -192,7 +200,7 @@ func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fre
 	if len(rest) == 0 {
 		return outs, nil
 	}
-	ro, err := e.safeAppend(rest)
+	ro, err := e.safeAppend(ctx, rest)
 	if err == nil && len(ro) != len(rest) {
 		err = fmt.Errorf("broadcast: channels returned %d outcomes for %d entries", len(ro), len(rest))
 	}
@@ -207,21 +215,48 @@ func (e *Engine) appendPersisting(batch []*appendReq, entries []AppendEntry, fre
 }
 
 // safeAppendAtomic calls AppendAtomic, turning a panic into an error.
-func (e *Engine) safeAppendAtomic(aa AtomicAppender, entries []AppendEntry, extra []catalog.Op) (outs []AppendOutcome, err error) {
+func (e *Engine) safeAppendAtomic(ctx context.Context, aa AtomicAppender, entries []AppendEntry, extra []catalog.Op) (outs []AppendOutcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("broadcast: channels append panicked: %v", r)
 		}
 	}()
-	return aa.AppendAtomic(e.ctx, entries, extra)
+	return aa.AppendAtomic(ctx, entries, extra)
+}
+
+// maxRoundLinks bounds the links of one `append round` span.
+const maxRoundLinks = 128
+
+// roundSpan starts the `append round` span of one batch: a root (a round
+// carries entries of many broadcasts, so it belongs to none of their
+// traces) linked to every `send` span in it, each of which links back, so
+// `hostd trace show <broadcast>` names the round and the round's trace
+// holds the mapping.append / wal.Append spans of its commit.
+func (e *Engine) roundSpan(batch []*appendReq, entries int) (context.Context, trace.Span) {
+	links := make([]trace.Link, 0, min(len(batch), maxRoundLinks))
+	tasks := map[*task]bool{}
+	for _, r := range batch {
+		tasks[r.t] = true
+		if sc := r.span.SpanContext(); sc.IsValid() && len(links) < maxRoundLinks {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, sp := e.tracer.Start(e.ctx, "append round", trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("hostd.append.entries", entries), attribute.Int("hostd.append.broadcasts", len(tasks))))
+	if sc := sp.SpanContext(); sc.IsValid() {
+		for _, r := range batch {
+			r.span.AddLink(trace.Link{SpanContext: sc})
+		}
+	}
+	return ctx, sp
 }
 
 // safeAppend calls Channels.Append, turning a panic into an error.
-func (e *Engine) safeAppend(entries []AppendEntry) (outs []AppendOutcome, err error) {
+func (e *Engine) safeAppend(ctx context.Context, entries []AppendEntry) (outs []AppendOutcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("broadcast: channels append panicked: %v", r)
 		}
 	}()
-	return e.o.Channels.Append(e.ctx, entries)
+	return e.o.Channels.Append(ctx, entries)
 }

@@ -45,7 +45,7 @@ type Engine struct {
 	idMu          sync.Mutex
 	idNext, idEnd uint64
 
-	appendCh chan *appendReq
+	appendCh chan []*appendReq // one message per task's attempts
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -118,7 +118,7 @@ func New(o Options) (*Engine, error) {
 		tasks:    map[uint64]*task{},
 		index:    map[string]*idemEntry{},
 		byState:  map[State]int{},
-		appendCh: make(chan *appendReq, 1024),
+		appendCh: make(chan []*appendReq, 1024),
 		ctx:      ctx,
 		cancel:   cancel,
 		gcKick:   make(chan struct{}, 1),
@@ -692,9 +692,7 @@ func (e *Engine) appendAll(ctx context.Context, t *task) bool {
 	parent := t.parentContext()
 	results := make(chan appendResult, len(todo))
 	pending := len(todo)
-	for _, vc := range todo {
-		e.sendAppend(ctx, parent, t, vc, results)
-	}
+	e.sendAppend(ctx, parent, t, todo, results)
 	for pending > 0 {
 		select {
 		case r := <-results:
@@ -710,7 +708,7 @@ func (e *Engine) appendAll(ctx context.Context, t *task) bool {
 			go func() {
 				select {
 				case <-e.o.Clock.After(d):
-					e.sendAppend(ctx, parent, t, vc, results)
+					e.sendAppend(ctx, parent, t, []string{vc}, results)
 				case <-ctx.Done():
 				}
 			}()
@@ -721,16 +719,13 @@ func (e *Engine) appendAll(ctx context.Context, t *task) bool {
 	return true
 }
 
-// sendAppend starts one append attempt of vc (span + request to the append
-// loop). The result arrives on results.
-func (e *Engine) sendAppend(ctx, parent context.Context, t *task, vc string, results chan<- appendResult) {
+// sendAppend starts one append attempt of each of vcs (a span each) and
+// hands them to the append loop as one message, so they share a round.
+// The results arrive on results.
+func (e *Engine) sendAppend(ctx, parent context.Context, t *task, vcs []string, results chan<- appendResult) {
 	t.mu.Lock()
-	t.appendAttempts[vc]++
-	attempt := t.appendAttempts[vc]
-	if cp, ok := t.cps[vc]; ok && attempt <= cp.Attempts {
-		attempt = cp.Attempts + 1
-		t.appendAttempts[vc] = attempt
-	}
+	// One property map for every vchannel of the attempt: appends only
+	// read it.
 	props := make(map[string]string, len(t.rec.Message.Properties)+3)
 	for k, v := range t.rec.Message.Properties {
 		props[k] = v
@@ -740,24 +735,39 @@ func (e *Engine) sendAppend(ctx, parent context.Context, t *task, vc string, res
 	if t.rec.Epoch > 0 {
 		props[headerEpoch] = strconv.Itoa(t.rec.Epoch)
 	}
-	entry := AppendEntry{VChannel: vc, Payload: t.rec.Message.Payload, Properties: props}
-	epoch := t.rec.Epoch
+	payload, epoch := t.rec.Message.Payload, t.rec.Epoch
+	attempts := make([]int, len(vcs))
+	for i, vc := range vcs {
+		t.appendAttempts[vc]++
+		attempt := t.appendAttempts[vc]
+		if cp, ok := t.cps[vc]; ok && attempt <= cp.Attempts {
+			attempt = cp.Attempts + 1
+			t.appendAttempts[vc] = attempt
+		}
+		attempts[i] = attempt
+	}
 	t.mu.Unlock()
-	opts := []trace.SpanStartOption{
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(e.spanAttrs(t, "send", attempt)...),
-		trace.WithAttributes(attribute.String("messaging.destination.name", vc)),
+	reqs := make([]*appendReq, len(vcs))
+	for i, vc := range vcs {
+		opts := []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(e.spanAttrs(t, "send", attempts[i])...),
+			trace.WithAttributes(attribute.String("messaging.destination.name", vc)),
+		}
+		if t.recovered {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
+		}
+		_, span := e.tracer.Start(parent, "send "+vc, opts...)
+		reqs[i] = &appendReq{t: t, entry: AppendEntry{VChannel: vc, Payload: payload, Properties: props},
+			attempt: attempts[i], epoch: epoch, span: span, results: results}
 	}
-	if t.recovered {
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
-	}
-	_, span := e.tracer.Start(parent, "send "+vc, opts...)
-	e.m.appendAttempts.Add(ctx, 1)
-	req := &appendReq{t: t, entry: entry, attempt: attempt, epoch: epoch, span: span, results: results}
+	e.m.appendAttempts.Add(ctx, int64(len(vcs)))
 	select {
-	case e.appendCh <- req:
+	case e.appendCh <- reqs:
 	case <-ctx.Done():
-		span.End()
+		for _, r := range reqs {
+			r.span.End()
+		}
 	}
 }
 

@@ -521,8 +521,9 @@ func TestTracing6TreeShape(t *testing.T) {
     process broadcast CONSUMER attempt=1 error
     process broadcast CONSUMER attempt=2 recovered error links=1
     process broadcast CONSUMER attempt=3 recovered links=1
-    send _control/0 CLIENT attempt=1
-    send t/0 CLIENT attempt=1
+    send _control/0 CLIENT attempt=1 links=1
+    send t/0 CLIENT attempt=1 links=1
+append round links=2
 hostd.recover
 hostd.recover links=1
 `
@@ -590,4 +591,55 @@ func spanTree(spans []sdktrace.ReadOnlySpan) string {
 		b.WriteString(r)
 	}
 	return b.String()
+}
+
+// TestTracingAppendRoundLinks: an append round is its own root span,
+// linked to every `send` span it carried, and each of those links back,
+// so a broadcast's trace names the round that appended it.
+func TestTracingAppendRoundLinks(t *testing.T) {
+	p := newTraced(t)
+	var clock Clock
+	v := tracedEnv(t, vcs(2), &p, &clock, nil, nil)
+	res := v.submit(context.Background(), Request{Message: Message{Type: traceType}, VChannels: vcs(2)})
+	rounds := p.named("append round")
+	if len(rounds) == 0 {
+		t.Fatal("no append round span")
+	}
+	byID := map[trace.SpanID]sdktrace.ReadOnlySpan{}
+	for _, r := range rounds {
+		if r.Parent().IsValid() {
+			t.Fatalf("append round has parent %v: it must be a root", r.Parent())
+		}
+		byID[r.SpanContext().SpanID()] = r
+	}
+	sends := append(p.named("send t/0"), append(p.named("send t/1"), p.named("send _control/0")...)...)
+	if len(sends) != 3 {
+		t.Fatalf("%d send spans, want 3", len(sends))
+	}
+	for _, s := range sends {
+		if attrInt(s, "hostd.broadcast.id") != int64(res.ID) {
+			t.Fatalf("send span of broadcast %d", attrInt(s, "hostd.broadcast.id"))
+		}
+		var round sdktrace.ReadOnlySpan
+		for _, l := range s.Links() {
+			if r, ok := byID[l.SpanContext.SpanID()]; ok {
+				round = r
+			}
+		}
+		if round == nil {
+			t.Fatalf("%s has no link to an append round (links %v)", s.Name(), s.Links())
+		}
+		back := false
+		for _, l := range round.Links() {
+			if l.SpanContext.SpanID() == s.SpanContext().SpanID() {
+				back = true
+			}
+		}
+		if !back {
+			t.Fatalf("append round does not link back to %s", s.Name())
+		}
+		if attrInt(round, "hostd.append.entries") < 1 || attrInt(round, "hostd.append.broadcasts") < 1 {
+			t.Fatalf("round attributes %v", round.Attributes())
+		}
+	}
 }
