@@ -52,12 +52,24 @@ func New(addr string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: address %q: want http://host:port or https://host:port", addr)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{base: u, http: &http.Client{Timeout: 0}, header: http.Header{}}
+	c := &Client{base: u, http: &http.Client{Transport: defaultTransport}, header: http.Header{}}
 	for _, o := range opts {
 		o(c)
 	}
 	return c, nil
 }
+
+// defaultTransport is shared by the Clients without WithHTTPClient. It is
+// http.DefaultTransport with a keep-alive pool sized for concurrent use:
+// the default keeps only 2 idle connections per host, so more than 2
+// goroutines sharing a Client would open (and TIME_WAIT) a new TCP
+// connection for most requests.
+var defaultTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 128
+	return t
+}()
 
 // Addr is the base URL.
 func (c *Client) Addr() string { return c.base.String() }

@@ -98,6 +98,39 @@ type PresenceEntry struct {
 	Token     string            `json:"token,omitempty"` // Announce only
 }
 
+// Request bodies of the lock and presence calls. Like every type in this
+// file they mirror host/api's wire types; TestLockWireTypesInSync proves
+// the two stay in sync (see docs/contributing.md, "Wire types").
+type (
+	lockTokenBody struct { // renew, release
+		Token string `json:"token"`
+		TTL   string `json:"ttl,omitempty"` // renew only
+	}
+	checkFenceBody struct {
+		Domain string `json:"domain"`
+		Key    string `json:"key"`
+		Fence  uint64 `json:"fence"`
+	}
+	forceReleaseBody struct {
+		Domain  string `json:"domain"`
+		Key     string `json:"key"`
+		GrantID string `json:"grant_id,omitempty"`
+		Reason  string `json:"reason"`
+	}
+	announceBody struct {
+		Key    string            `json:"key"`
+		Holder string            `json:"holder"`
+		Meta   map[string]string `json:"meta,omitempty"`
+		TTL    string            `json:"ttl,omitempty"`
+		Token  string            `json:"token,omitempty"`
+	}
+	withdrawBody struct {
+		Key    string `json:"key"`
+		Holder string `json:"holder"`
+		Token  string `json:"token"`
+	}
+)
+
 // AcquireLock takes a lease (POST /v1/locks). Errors: *Error with code
 // locked (Details["holders"]), ttl_too_long, invalid_key, canceled, ...
 func (c *Client) AcquireLock(ctx context.Context, req AcquireLock) (*LockGrant, error) {
@@ -112,11 +145,7 @@ func (c *Client) AcquireLock(ctx context.Context, req AcquireLock) (*LockGrant, 
 // not_holder, ttl_too_long.
 func (c *Client) RenewLock(ctx context.Context, id, token, ttl string) (*LockGrant, error) {
 	var g LockGrant
-	body := map[string]string{"token": token}
-	if ttl != "" {
-		body["ttl"] = ttl
-	}
-	if err := c.Do(ctx, "POST", "/v1/locks/"+url.PathEscape(id)+"/renew", body, &g); err != nil {
+	if err := c.Do(ctx, "POST", "/v1/locks/"+url.PathEscape(id)+"/renew", lockTokenBody{Token: token, TTL: ttl}, &g); err != nil {
 		return nil, err
 	}
 	return &g, nil
@@ -125,7 +154,7 @@ func (c *Client) RenewLock(ctx context.Context, id, token, ttl string) (*LockGra
 // ReleaseLock ends a lease (a second release by the holder is a no-op).
 // Errors: not_holder.
 func (c *Client) ReleaseLock(ctx context.Context, id, token string) error {
-	return c.Do(ctx, "POST", "/v1/locks/"+url.PathEscape(id)+"/release", map[string]string{"token": token}, nil)
+	return c.Do(ctx, "POST", "/v1/locks/"+url.PathEscape(id)+"/release", lockTokenBody{Token: token}, nil)
 }
 
 // ListLocks lists live grants (no tokens).
@@ -159,14 +188,14 @@ func (c *Client) InspectLock(ctx context.Context, domain, key string) (*LockKeyS
 // CheckFence returns nil if fence is a current holder's fence of the key,
 // else an *Error with code not_holder.
 func (c *Client) CheckFence(ctx context.Context, domain, key string, fence uint64) error {
-	return c.Do(ctx, "POST", "/v1/locks/check-fence", map[string]any{"domain": domain, "key": key, "fence": fence}, nil)
+	return c.Do(ctx, "POST", "/v1/locks/check-fence", checkFenceBody{Domain: domain, Key: key, Fence: fence}, nil)
 }
 
 // ForceReleaseLock evicts the holders of a key (or one grant) with a
 // reason (admin). The answer's Fence is above every evicted fence.
 func (c *Client) ForceReleaseLock(ctx context.Context, domain, key, grantID, reason string) (*ForceReleaseResult, error) {
 	var r ForceReleaseResult
-	body := map[string]string{"domain": domain, "key": key, "grant_id": grantID, "reason": reason}
+	body := forceReleaseBody{Domain: domain, Key: key, GrantID: grantID, Reason: reason}
 	if err := c.Do(ctx, "POST", "/v1/locks/force-release", body, &r); err != nil {
 		return nil, err
 	}
@@ -186,7 +215,7 @@ func (c *Client) LockAuditLog(ctx context.Context, p Page) (*List[LockAudit], er
 // and the returned entry's Token afterwards.
 func (c *Client) Announce(ctx context.Context, key, holder string, meta map[string]string, ttl, token string) (*PresenceEntry, error) {
 	var e PresenceEntry
-	body := map[string]any{"key": key, "holder": holder, "meta": meta, "ttl": ttl, "token": token}
+	body := announceBody{Key: key, Holder: holder, Meta: meta, TTL: ttl, Token: token}
 	if err := c.Do(ctx, "POST", "/v1/presence", body, &e); err != nil {
 		return nil, err
 	}
@@ -195,7 +224,7 @@ func (c *Client) Announce(ctx context.Context, key, holder string, meta map[stri
 
 // Withdraw removes the caller's own presence entry.
 func (c *Client) Withdraw(ctx context.Context, key, holder, token string) error {
-	return c.Do(ctx, "POST", "/v1/presence/withdraw", map[string]string{"key": key, "holder": holder, "token": token}, nil)
+	return c.Do(ctx, "POST", "/v1/presence/withdraw", withdrawBody{Key: key, Holder: holder, Token: token}, nil)
 }
 
 // Who lists the live presence entries of a key.

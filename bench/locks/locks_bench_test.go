@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host"
 	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
 // runFor runs fn on clients goroutines (each with its own worker index)
@@ -60,10 +62,16 @@ func httpClient() *http.Client {
 
 // ---- hostd ----
 
-func startHostd(b *testing.B) string {
+// catalogStats is the committer's counters (rounds, writers per round).
+type catalogStats interface{ Stats() catalog.Stats }
+
+func startHostd(b *testing.B) (string, catalogStats) {
 	cfg := config.Default()
 	cfg.API.Listen = "127.0.0.1:0"
 	cfg.Data.Dir = b.TempDir()
+	if v := os.Getenv("HOSTD_BENCH_TRACES"); v != "" { // diagnosis only: the figure uses the default exporter
+		cfg.Telemetry.Traces.Exporter = v
+	}
 	h, err := host.Open(context.Background(), &cfg, host.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
@@ -72,7 +80,8 @@ func startHostd(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = h.Shutdown(context.Background()) })
-	return h.URL()
+	cs, _ := h.Catalog().(catalogStats)
+	return h.URL(), cs
 }
 
 func hostdPair(b *testing.B, url string) func(int, int64) error {
@@ -213,7 +222,9 @@ func fsyncPair(b *testing.B) func(int, int64) error {
 //	go test ./locks -run XXX -bench LockPairs -benchtime 1x
 //
 // HOSTD_BENCH_ROUNDS and HOSTD_BENCH_SLICE (e.g. 2s) change the defaults
-// (3 rounds of 1.5s).
+// (3 rounds of 1.5s); HOSTD_BENCH_ONLY (e.g. "hostd/c=64,minimal/c=64")
+// runs only the named rows, for profiling one system with -cpuprofile;
+// HOSTD_BENCH_TRACES=none shows what the default trace exporter costs.
 func BenchmarkLockPairs(b *testing.B) {
 	rounds, slice := 3, 1500*time.Millisecond
 	if v, err := strconv.Atoi(os.Getenv("HOSTD_BENCH_ROUNDS")); err == nil && v > 0 {
@@ -227,7 +238,15 @@ func BenchmarkLockPairs(b *testing.B) {
 		clients int
 		pair    func(int, int64) error
 	}
-	hostd := hostdPair(b, startHostd(b))
+	var only map[string]bool
+	if v := os.Getenv("HOSTD_BENCH_ONLY"); v != "" {
+		only = map[string]bool{}
+		for _, n := range strings.Split(v, ",") {
+			only[strings.TrimSpace(n)] = true
+		}
+	}
+	hostdURL, hostdStats := startHostd(b)
+	hostd := hostdPair(b, hostdURL)
 	minimal := minimalPair(b, startMinimal(b))
 	systems := []system{{"fsync", 1, fsyncPair(b)}}
 	redisBin, err := exec.LookPath("redis-server")
@@ -244,18 +263,35 @@ func BenchmarkLockPairs(b *testing.B) {
 	}
 	for i := 0; i < b.N; i++ {
 		best := map[string]float64{}
+		cpuPerPair := map[string]time.Duration{}
 		for r := 0; r < rounds; r++ {
 			for _, s := range systems {
 				name := fmt.Sprintf("%s/c=%d", s.name, s.clients)
 				if s.name == "fsync" {
 					name = "fsync"
 				}
-				if v := runFor(b, slice, s.clients, s.pair); v > best[name] {
+				if only != nil && !only[name] {
+					continue
+				}
+				var before catalog.Stats
+				if s.name == "hostd" && hostdStats != nil {
+					before = hostdStats.Stats()
+				}
+				cpu0 := processCPU()
+				v := runFor(b, slice, s.clients, s.pair)
+				if v > best[name] {
 					best[name] = v
+					cpuPerPair[name] = (processCPU() - cpu0) / time.Duration(v*slice.Seconds()+1)
+				}
+				if s.name == "hostd" && hostdStats != nil {
+					after := hostdStats.Stats()
+					if rounds := after.Rounds - before.Rounds; rounds > 0 {
+						b.Logf("%s: %.0f pairs/s, %d commit rounds, %.1f writers/round", name, v, rounds, float64(after.Writers-before.Writers)/float64(rounds))
+					}
 				}
 			}
 		}
-		printTable(best)
+		printTable(best, cpuPerPair)
 		b.ReportMetric(best["hostd/c=64"], "hostd64-pairs/s")
 		if m := best["minimal/c=64"]; m > 0 {
 			b.ReportMetric(best["hostd/c=64"]/m, "hostd64/minimal64")
@@ -263,14 +299,25 @@ func BenchmarkLockPairs(b *testing.B) {
 	}
 }
 
-func printTable(results map[string]float64) {
+// processCPU is this process's user+system CPU time so far: the in-process
+// systems (hostd, minimal) are measured with their clients, Redis without
+// its server.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func printTable(results map[string]float64, cpu map[string]time.Duration) {
 	names := make([]string, 0, len(results))
 	for n := range results {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%-22s %12s %10s %10s %10s\n", "run (best slice)", "pairs/s", "/minimal", "/redis-np", "/redis-fs")
+	fmt.Fprintf(&sb, "\n%-22s %12s %10s %10s %10s %14s\n", "run (best slice)", "pairs/s", "/minimal", "/redis-np", "/redis-fs", "proc CPU/pair")
 	for _, n := range names {
 		r := results[n]
 		c := n[strings.LastIndex(n, "/")+1:]
@@ -280,7 +327,7 @@ func printTable(results map[string]float64) {
 			}
 			return "-"
 		}
-		fmt.Fprintf(&sb, "%-22s %12.0f %10s %10s %10s\n", n, r, ratio("minimal"), ratio("redis-nopersist"), ratio("redis-fsync"))
+		fmt.Fprintf(&sb, "%-22s %12.0f %10s %10s %10s %14s\n", n, r, ratio("minimal"), ratio("redis-nopersist"), ratio("redis-fsync"), cpu[n].Round(time.Microsecond))
 	}
 	if f := results["fsync"]; f > 0 {
 		fmt.Fprintf(&sb, "raw fsync/s %.0f; hostd pairs per raw fsync: c=1 %.2f, c=64 %.2f\n", f, results["hostd/c=1"]/f, results["hostd/c=64"]/f)

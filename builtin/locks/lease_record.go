@@ -29,8 +29,15 @@ const (
 	recordVersion = 1
 )
 
+// seqKey is prefix + n as 20 zero-padded digits (so keys sort by n).
 func seqKey(prefix string, n uint64) []byte {
-	return fmt.Appendf(nil, "%s%020d", prefix, n)
+	b := make([]byte, len(prefix)+20)
+	copy(b, prefix)
+	for i := len(b) - 1; i >= len(prefix); i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return b
 }
 
 func grantKey(fence uint64) []byte   { return seqKey(grantPrefix, fence) }

@@ -170,15 +170,21 @@ func (s *Service) validateAcquire(r AcquireRequest) (*leaseReq, error) {
 // Other errors: *InvalidKeyError, ErrInvalid, ErrTTLTooLong, ErrClosed, or
 // a wrapped catalog error.
 func (s *Service) Acquire(ctx context.Context, r AcquireRequest) (*Grant, error) {
-	ctx, span := s.tracer.Start(ctx, "locks.acquire", trace.WithAttributes(
-		attribute.String("locks.owner", r.Owner), attribute.Int("locks.keys", len(r.Keys)),
-		attribute.Int64("locks.wait_ms", r.Wait.Milliseconds())))
+	ctx, span := s.tracer.Start(ctx, "locks.acquire")
 	start := s.opts.Clock.Now()
 	g, err := s.acquire(ctx, r)
-	if g != nil {
-		span.SetAttributes(attribute.String("locks.grant_id", g.ID), attribute.Int64("locks.fence", int64(g.Fence)))
+	if span.IsRecording() {
+		// All attributes in one call at the end: one allocation per span.
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs, attribute.String("locks.owner", r.Owner), attribute.Int("locks.keys", len(r.Keys)),
+			attribute.Int64("locks.wait_ms", r.Wait.Milliseconds()))
+		if g != nil {
+			attrs = append(attrs, attribute.String("locks.grant_id", g.ID), attribute.Int64("locks.fence", int64(g.Fence)))
+		}
+		s.end(ctx, span, "acquire", start, err, attrs...)
+	} else {
+		s.end(ctx, span, "acquire", start, err)
 	}
-	s.end(ctx, span, "acquire", start, err)
 	return g, err
 }
 
@@ -426,7 +432,10 @@ func (s *Service) holderView(h *lgrant, k abi.ResourceKey) HolderView {
 func (s *Service) reap(gs []*lgrant, why string) error {
 	b := &catalog.Batch{}
 	for _, g := range gs {
-		b.Ops = append(b.Ops, catalog.Op{Key: grantKey(g.fence), Delete: true}, catalog.Op{Key: renewalKey(g.fence), Delete: true})
+		b.Ops = append(b.Ops, catalog.Op{Key: grantKey(g.fence), Delete: true})
+		if g.renewal { // most grants are never renewed: no second delete
+			b.Ops = append(b.Ops, catalog.Op{Key: renewalKey(g.fence), Delete: true})
+		}
 	}
 	_, err := s.store.Commit(context.Background(), b)
 	s.mu.Lock()
@@ -494,10 +503,10 @@ func (s *Service) lookup(id, token string, expiredErr bool) (*lgrant, error) {
 // holder (same token) is a no-op. The deletion is durable before Release
 // returns, and only then are the keys handed on.
 func (s *Service) Release(ctx context.Context, id, token string) error {
-	ctx, span := s.tracer.Start(ctx, "locks.release", trace.WithAttributes(attribute.String("locks.grant_id", id)))
+	ctx, span := s.tracer.Start(ctx, "locks.release")
 	start := s.opts.Clock.Now()
 	err := s.release(ctx, id, token)
-	s.end(ctx, span, "release", start, err)
+	s.end(ctx, span, "release", start, err, attribute.String("locks.grant_id", id))
 	return err
 }
 
@@ -529,10 +538,10 @@ func (s *Service) release(ctx context.Context, id, token string) error {
 // re-acquired); a wrong token with ErrNotHolder. The new expiry is durable
 // before Renew returns.
 func (s *Service) Renew(ctx context.Context, id, token string, ttl time.Duration) (*Grant, error) {
-	ctx, span := s.tracer.Start(ctx, "locks.renew", trace.WithAttributes(attribute.String("locks.grant_id", id)))
+	ctx, span := s.tracer.Start(ctx, "locks.renew")
 	start := s.opts.Clock.Now()
 	g, err := s.renew(ctx, id, token, ttl)
-	s.end(ctx, span, "renew", start, err)
+	s.end(ctx, span, "renew", start, err, attribute.String("locks.grant_id", id))
 	return g, err
 }
 
@@ -557,6 +566,7 @@ func (s *Service) renew(ctx context.Context, id, token string, ttl time.Duration
 	g.ttl = ttl
 	g.expiresAt = s.opts.Clock.Now().Add(ttl)
 	s.t.setDeadline(g, s.now()+ttl)
+	g.renewal = true // before the write, so a concurrent reap deletes it too
 	rec := encodeRenewal(ttl, g.expiresAt)
 	out := s.grantOut(g, false)
 	out.Token = ""
@@ -873,7 +883,7 @@ func (s *Service) expireDue() {
 	}
 }
 
-// reapChunk bounds the deletes per commit (2 ops per grant).
+// reapChunk bounds the grants deleted per commit (1 or 2 ops each).
 const reapChunk = 2000
 
 // ---- recovery ----
@@ -950,6 +960,7 @@ func (s *Service) recover(ctx context.Context) error {
 		// expiry is persisted so a second restart cannot shorten it.
 		g.expiresAt = wall.Add(ttl)
 		g.deadline = now + ttl
+		g.renewal = true // written below
 		close(g.done)
 		s.t.activate(g)
 		ops = append(ops, catalog.Op{Key: renewalKey(r.Fence), Value: encodeRenewal(ttl, g.expiresAt)})
@@ -1000,15 +1011,18 @@ func (r *recentSet) get(fence uint64) (recentEntry, bool) {
 	return e, ok
 }
 
-// end finishes an operation's span and metrics.
-func (s *Service) end(ctx context.Context, span trace.Span, op string, start time.Time, err error) {
-	code := "ok"
-	if err != nil {
-		code = ErrorCode(err)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+// end finishes an operation's span (adding attrs and the result code)
+// and records its metrics. A span that is not recording gets no
+// attributes, so an unsampled operation builds none.
+func (s *Service) end(ctx context.Context, span trace.Span, op string, start time.Time, err error, attrs ...attribute.KeyValue) {
+	code := ErrorCode(err)
+	if span.IsRecording() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.SetAttributes(append(attrs, attribute.String("locks.result", code))...)
 	}
-	span.SetAttributes(attribute.String("locks.result", code))
 	span.End()
 	s.m.op(ctx, op, code, s.opts.Clock.Now().Sub(start))
 }

@@ -52,6 +52,7 @@ type lgrant struct {
 	gone      chan struct{}   // closed when removed from the table
 	failed    error           // why a pending grant was dropped
 	leaveWhy  string          // released, expired, evicted (when leaving)
+	renewal   bool            // a renewal record (lk/e/) may exist: set before it is written
 	heapIdx   int             // index in the expiry heap, -1 if absent
 }
 

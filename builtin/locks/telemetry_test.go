@@ -2,6 +2,8 @@ package locks
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,6 +88,27 @@ func TestLeaseSpansAndMetrics(t *testing.T) {
 	for _, key := range []string{"acquire/ok", "acquire/locked", "renew/ok", "check_fence/ok", "force_release/ok", "release/not_holder"} {
 		if counts[key] != 1 {
 			t.Errorf("hostd.locks.ops{%s} = %d, want 1 (all: %v)", key, counts[key], counts)
+		}
+	}
+}
+
+// The metric attribute sets are built once for every op and result code;
+// a code or op missing from those tables would still be recorded, but
+// with a per-call attribute set: keep the tables complete.
+func TestLeaseMetricTablesComplete(t *testing.T) {
+	errs := []error{nil, ErrLocked, ErrNotHolder, ErrExpired, ErrTTLTooLong, ErrInvalidKey, ErrCanceled,
+		context.Canceled, ErrInvalid, ErrNotFound, ErrClosed, errors.New("other")}
+	for _, err := range errs {
+		if code := ErrorCode(err); !slices.Contains(resultCodes, code) {
+			t.Errorf("ErrorCode(%v) = %q is not in resultCodes", err, code)
+		}
+	}
+	m := newLeaseMetrics(nil, nil)
+	for _, op := range leaseOps {
+		for _, code := range resultCodes {
+			if len(m.opSets[op][code]) != 1 {
+				t.Errorf("no attribute set for %s/%s", op, code)
+			}
 		}
 	}
 }

@@ -156,7 +156,9 @@ type WithdrawRequest struct {
 
 func modeString(m abi.LockMode) string { return m.String() }
 
-func parseMode(field, s string) (abi.LockMode, error) {
+// parseMode parses keys[i].mode (the field name is built only for an
+// error: this is on every acquire's path).
+func parseMode(i int, s string) (abi.LockMode, error) {
 	switch s {
 	case "", "exclusive":
 		return abi.Exclusive, nil
@@ -164,7 +166,7 @@ func parseMode(field, s string) (abi.LockMode, error) {
 		return abi.Shared, nil
 	}
 	return 0, &Error{Status: http.StatusBadRequest, Code: CodeInvalidKey,
-		Message: fmt.Sprintf("mode must be shared or exclusive, got %q", s), Details: map[string]any{"field": field}}
+		Message: fmt.Sprintf("mode must be shared or exclusive, got %q", s), Details: map[string]any{"field": fmt.Sprintf("keys[%d].mode", i)}}
 }
 
 func parseDur(field, s string, def time.Duration) (time.Duration, error) {
@@ -178,9 +180,15 @@ func parseDur(field, s string, def time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
+// releasedAnswer is the body of a successful release ({"released":true}).
+var releasedAnswer = struct {
+	Released bool `json:"released"`
+}{true}
+
 func grantJSON(g *locks.Grant) LockGrant {
 	out := LockGrant{ID: g.ID, Token: g.Token, Owner: g.Owner, Meta: g.Meta, Fence: g.Fence,
-		TTL: g.TTL.String(), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, Duplicate: g.Duplicate}
+		TTL: g.TTL.String(), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, Duplicate: g.Duplicate,
+		Keys: make([]KeyFence, 0, len(g.Keys))}
 	for _, k := range g.Keys {
 		out.Keys = append(out.Keys, KeyFence{ResourceKeyJSON{k.Domain, k.Key, modeString(k.Mode)}, g.Fence})
 	}
@@ -256,8 +264,9 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if req.Wait > MaxLockWait {
 			return InvalidField("wait", "wait must be at most %s, got %s", MaxLockWait, req.Wait)
 		}
+		req.Keys = make([]abi.ResourceKey, 0, len(body.Keys))
 		for i, k := range body.Keys {
-			m, err := parseMode(fmt.Sprintf("keys[%d].mode", i), k.Mode)
+			m, err := parseMode(i, k.Mode)
 			if err != nil {
 				return err
 			}
@@ -323,7 +332,7 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err := svc.Release(r.Context(), r.PathValue("id"), body.Token); err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, map[string]any{"released": true})
+		return WriteJSON(w, http.StatusOK, releasedAnswer)
 	})
 	s.Handle("GET /v1/locks/inspect", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		k, err := queryKey(r)

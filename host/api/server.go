@@ -442,6 +442,9 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 		attribute.String("http.request.method", method),
 		attribute.String("http.route", path),
 	}
+	// Attribute sets built once per route, not per request.
+	routeSet := metric.WithAttributeSet(attribute.NewSet(routeAttrs...))
+	okSet := metric.WithAttributeSet(attribute.NewSet(append(slices.Clone(routeAttrs), attribute.Int("http.response.status_code", http.StatusOK))...))
 	tracer := s.tracer
 	if rt.untraced {
 		tracer = tracenoop.NewTracerProvider().Tracer("")
@@ -452,8 +455,8 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 		ctx, span := tracer.Start(ctx, pattern, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(routeAttrs...))
 		defer span.End()
-		s.inflight.Add(ctx, 1, metric.WithAttributes(routeAttrs...))
-		defer s.inflight.Add(ctx, -1, metric.WithAttributes(routeAttrs...))
+		s.inflight.Add(ctx, 1, routeSet)
+		defer s.inflight.Add(ctx, -1, routeSet)
 
 		w := &statusWriter{ResponseWriter: rw}
 		var principal Principal
@@ -474,12 +477,18 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 			if !w.written {
 				status = http.StatusOK
 			}
-			attrs := append(slices.Clone(routeAttrs), attribute.Int("http.response.status_code", status))
 			span.SetAttributes(attribute.Int("http.response.status_code", status))
-			s.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+			durSet := okSet
+			if status != http.StatusOK {
+				durSet = metric.WithAttributes(append(slices.Clone(routeAttrs), attribute.Int("http.response.status_code", status))...)
+			}
+			s.duration.Record(ctx, time.Since(start).Seconds(), durSet)
 			lvl := slog.LevelDebug
 			if status >= 500 {
 				lvl = slog.LevelWarn
+			}
+			if !s.log.Enabled(ctx, lvl) {
+				return // build no log arguments for a disabled level
 			}
 			args := []any{"method", r.Method, "path", r.URL.Path, "route", path,
 				"status", status, "duration", time.Since(start), "principal", principal.Name}
