@@ -127,7 +127,9 @@ func (m *Mapping) CommitOffset(ctx context.Context, group, vchannel string, offs
 }
 
 // GroupOffset returns group's position in vchannel.
-func (m *Mapping) GroupOffset(ctx context.Context, group, vchannel string) (GroupOffset, error) {
+func (m *Mapping) GroupOffset(ctx context.Context, group, vchannel string) (g GroupOffset, err error) {
+	ctx, end := m.span(ctx, "group.get", attribute.String("hostd.group", group), attribute.String("hostd.vchannel", vchannel))
+	defer end(&err)
 	if err := validateGroup(group); err != nil {
 		return GroupOffset{}, err
 	}
@@ -135,7 +137,6 @@ func (m *Mapping) GroupOffset(ctx context.Context, group, vchannel string) (Grou
 	if err != nil {
 		return GroupOffset{}, err
 	}
-	var g GroupOffset
 	err = m.store.View(ctx, func(r catalog.Reader) error {
 		var err error
 		g, err = groupOffset(r, group, t, id)

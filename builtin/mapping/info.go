@@ -121,6 +121,8 @@ func readFirst(r catalog.Reader, pq string, off uint64) (uint64, error) {
 // List returns up to limit topics with names after `after`, in name order,
 // and whether more exist.
 func (m *Mapping) List(ctx context.Context, after string, limit int) (out []Topic, more bool, err error) {
+	ctx, end := m.span(ctx, "list")
+	defer end(&err)
 	if limit <= 0 {
 		return nil, false, fmt.Errorf("%w: limit must be > 0", ErrInvalid)
 	}

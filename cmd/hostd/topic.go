@@ -170,7 +170,7 @@ func parseOffsetArg(name, v string) (uint64, error) {
 func newTopicTranslateCmd(g *globals) *cobra.Command {
 	var physical bool
 	cmd := &cobra.Command{
-		Use:   "translate VCHANNEL LOGIC_OFFSET | translate --physical BROKER/QUEUE_ID PHYSICAL_OFFSET",
+		Use:   "translate (VCHANNEL LOGIC_OFFSET | --physical BROKER/QUEUE_ID PHYSICAL_OFFSET)",
 		Short: "Translate a logic offset to its segment, broker and physical offset, or back",
 		Long: "Without --physical, shows where logic offset LOGIC_OFFSET of logic queue VCHANNEL (topic/N)\n" +
 			"is stored: its segment, broker, physical queue and physical offset. With --physical, does the\n" +
