@@ -67,7 +67,9 @@ func wasmEnv(t *testing.T, queues []string, pool int, plugins map[string]string)
 	}
 	var rt *wasm.Runtime
 	v := newEnv(t, queues, func(o *Options) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Loading compiles and instantiates (-race, cold cache, loaded CI
+		// machine: a minute was seen to run out).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		var err error
 		rt, err = wasm.New(ctx, wasm.Config{Plugins: specs, CacheDir: wasmtest.CacheDir(), Store: o.Store,

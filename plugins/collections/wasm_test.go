@@ -30,7 +30,7 @@ func wasmRuntime(t *testing.T) (*wasm.Runtime, catalog.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // compile + instantiate under -race and load
 	defer cancel()
 	rt, err := wasm.New(ctx, wasm.Config{
 		Plugins:  []wasm.Spec{{Name: "collections", Path: path}},

@@ -22,7 +22,7 @@ func TestPolicyThroughRuntime(t *testing.T) {
 		t.Skip("builds and runs the Wasm plugin (-short)")
 	}
 	path := wasmtest.Build(t, ".")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // compile + instantiate under -race and load
 	defer cancel()
 	rt, err := wasm.New(ctx, wasm.Config{
 		Plugins: []wasm.Spec{
