@@ -9,8 +9,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
 )
 
 // TestTranslateAPI translates every logic offset of a queue remapped by a
@@ -159,5 +163,61 @@ func TestDeleteRecreateForgetsGroupOffsetsAPI(t *testing.T) {
 	}
 	if ti, err := c.DescribeTopic(ctx, "t"); err != nil || len(ti.Groups) != 0 {
 		t.Fatalf("describe of the new topic: %+v %v", ti, err)
+	}
+}
+
+// TestDeleteBroadcastRacingGroupCommits: consumers keep committing offsets
+// while the topic is deleted by a topic.delete broadcast; afterwards no
+// offset of the topic is left in the catalog (the ack callback's
+// RangeCheck re-runs the delete if a commit slipped in after its read).
+func TestDeleteBroadcastRacingGroupCommits(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Mapping.Brokers = []config.MappingBroker{{Name: "a"}}
+	h := startHost(t, cfg)
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m := h.Mapping()
+	for round := 0; round < 3; round++ {
+		if _, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "t", Queues: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Append(ctx, "t/0", []wal.Record{{Payload: []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			go func() {
+				for i := 0; ; i++ {
+					err := m.CommitOffset(ctx, fmt.Sprint("g", g), fmt.Sprint("t/", g%2), uint64(i%2)*uint64(1-g%2))
+					if errors.Is(err, wal.ErrNoChannel) {
+						errs <- nil // the topic is gone
+						return
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(5 * time.Millisecond)
+		if _, err := c.DeleteTopic(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		for g := 0; g < 4; g++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: commit: %v", round, err)
+			}
+		}
+		n := 0
+		err := h.Catalog().View(ctx, func(r catalog.Reader) error {
+			return r.Scan([]byte(catalog.NSMapping+"o/t\x00"), []byte(catalog.NSMapping+"o/t\x01"), func(catalog.KV) error { n++; return nil })
+		})
+		if err != nil || n != 0 {
+			t.Fatalf("round %d: %d group offsets outlived the delete (%v)", round, n, err)
+		}
 	}
 }
