@@ -146,7 +146,9 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 // wait for readiness first.
 func (d *daemon) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// Generous: readiness waits for recovery and plugin compiles, which
+	// take long on a loaded CI machine (e2e allows 90 s too).
+	deadline := time.Now().Add(90 * time.Second)
 	last := ""
 	for time.Now().Before(deadline) {
 		select {
@@ -167,7 +169,7 @@ func (d *daemon) waitReady(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("hostd not ready after 30s (last /readyz: %s):\n%s", last, d.Logs())
+	t.Fatalf("hostd not ready after 90s (last /readyz: %s):\n%s", last, d.Logs())
 }
 
 // stop sends SIGINT and returns the exit code.

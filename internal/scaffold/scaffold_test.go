@@ -88,7 +88,7 @@ func TestScaffoldOutsideRepo(t *testing.T) {
 			t.Errorf("%s is not gofmt-clean (%v)", f, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // cold go test and three builds on a loaded machine
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "./...")
 	cmd.Dir = dir
