@@ -104,26 +104,12 @@ func TestDiskFullWhileRunning(t *testing.T) {
 	addr := freePort(t)
 	cfg := writeConfig(t, dir, addr, []string{"orders/0"})
 	logPath := filepath.Join(dir, "hostd.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command("unshare", append(append([]string{}, unshareArgs...), diskFullScript, "sh", data, hostdBin, cfg)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &daemon{cmd: cmd, addr: "http://" + addr, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		d.err = cmd.Wait()
-		logf.Close()
-		close(d.done)
-	}()
-	t.Cleanup(d.kill)
+	d := startCmd(t, cmd, addr, logPath)
 	c, err := client.New(d.addr)
 	if err != nil {
 		t.Fatal(err)

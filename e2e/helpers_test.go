@@ -73,12 +73,20 @@ func appendConfig(t *testing.T, cfg, text string) {
 // The test's cleanup kills it if it is still running.
 func start(t *testing.T, cfg, addr, logPath string, env ...string) *daemon {
 	t.Helper()
+	cmd := exec.Command(hostdBin, "serve", "-c", cfg)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, cmd, addr, logPath)
+}
+
+// startCmd starts cmd (hostd, or a wrapper that runs it) with its output
+// appended to logPath; the API is on addr. The test's cleanup kills it if
+// it is still running.
+func startCmd(t *testing.T, cmd *exec.Cmd, addr, logPath string) *daemon {
+	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(hostdBin, "serve", "-c", cfg)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
