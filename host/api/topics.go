@@ -183,7 +183,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		return WriteList(w, out, "")
 	})
 	s.Handle("GET /v1/topics/{topic}/queues/{queue}/translate", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
-		vc, off, err := DecodeTranslateLogic(r.PathValue("topic"), r.PathValue("queue"), r.URL.Query())
+		vc, off, err := decodeTranslateLogic(r.PathValue("topic"), r.PathValue("queue"), r.URL.Query())
 		if err != nil {
 			return err
 		}
@@ -194,7 +194,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		return WriteJSON(w, http.StatusOK, tr)
 	})
 	s.Handle("GET /v1/brokers/{broker}/queues/{queue}/translate", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
-		broker, id, off, err := DecodeTranslatePhysical(r.PathValue("broker"), r.PathValue("queue"), r.URL.Query())
+		broker, id, off, err := decodeTranslatePhysical(r.PathValue("broker"), r.PathValue("queue"), r.URL.Query())
 		if err != nil {
 			return err
 		}
@@ -207,12 +207,12 @@ func RegisterTopics(s *Server, svc TopicService) {
 	s.MapErrors(mappingError)
 }
 
-// DecodeTranslateLogic checks the path values and query of GET
+// decodeTranslateLogic checks the path values and query of GET
 // /v1/topics/{topic}/queues/{queue}/translate: a topic name, a logic queue
 // id (decimal, no sign or leading zeros) and exactly one logic_offset. It
 // returns the vchannel "topic/queue". Errors are invalid_argument naming
 // the field; it never panics (FuzzTranslateRequest).
-func DecodeTranslateLogic(topic, queue string, q url.Values) (vchannel string, offset uint64, err error) {
+func decodeTranslateLogic(topic, queue string, q url.Values) (vchannel string, offset uint64, err error) {
 	if topic != mapping.ControlTopic {
 		if err := mapping.ValidateTopicName(topic); err != nil {
 			return "", 0, InvalidField("topic", "%v", err)
@@ -229,11 +229,11 @@ func DecodeTranslateLogic(topic, queue string, q url.Values) (vchannel string, o
 	return mapping.VChannel(topic, int(id)), off, nil
 }
 
-// DecodeTranslatePhysical checks the path values and query of GET
+// decodeTranslatePhysical checks the path values and query of GET
 // /v1/brokers/{broker}/queues/{queue}/translate: a broker name, a
 // physical queue id and exactly one physical_offset. Errors are
 // invalid_argument naming the field; it never panics.
-func DecodeTranslatePhysical(broker, queue string, q url.Values) (string, uint64, uint64, error) {
+func decodeTranslatePhysical(broker, queue string, q url.Values) (string, uint64, uint64, error) {
 	if err := mapping.ValidateBrokerName(broker); err != nil {
 		return "", 0, 0, InvalidField("broker", "%v", err)
 	}

@@ -43,7 +43,7 @@ func FuzzTranslateRequest(f *testing.F) {
 			}
 		}
 		if physical {
-			b, id, off, err := DecodeTranslatePhysical(name, queue, q)
+			b, id, off, err := decodeTranslatePhysical(name, queue, q)
 			if err != nil {
 				check(err)
 				return
@@ -53,7 +53,7 @@ func FuzzTranslateRequest(f *testing.F) {
 			}
 			return
 		}
-		vc, off, err := DecodeTranslateLogic(name, queue, q)
+		vc, off, err := decodeTranslateLogic(name, queue, q)
 		if err != nil {
 			check(err)
 			return
