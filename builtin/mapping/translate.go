@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
 )
 
 // Translation places one message both ways: its logic queue and logic
@@ -109,16 +110,32 @@ func (m *Mapping) TranslatePhysical(ctx context.Context, broker string, queueID,
 		return nil, err
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
-		t, id, ok, err := findOwner(r, broker, queueID)
-		if err != nil {
-			return err
+		// The cache names the owner in memory; the snapshot confirms it
+		// (physical queues are never reused, so a snapshot's logic queue
+		// that holds the segment is its only owner). A cache that is
+		// behind falls back to scanning the snapshot.
+		var qv *qview
+		t, id, ok := m.cachedOwner(broker, queueID)
+		if ok {
+			v, err := view(r, t, id)
+			if err != nil && !errors.Is(err, wal.ErrNoChannel) {
+				return err
+			}
+			if err == nil && holds(v.q, broker, queueID) {
+				qv = v
+			}
 		}
-		if !ok {
-			return fmt.Errorf("%w: physical queue %q is not mapped by any topic", ErrNotFound, pq)
-		}
-		qv, err := view(r, t, id)
-		if err != nil {
-			return err
+		if qv == nil {
+			var err error
+			if t, id, ok, err = findOwner(r, broker, queueID); err != nil {
+				return err
+			}
+			if !ok {
+				return fmt.Errorf("%w: physical queue %q is not mapped by any topic", ErrNotFound, pq)
+			}
+			if qv, err = view(r, t, id); err != nil {
+				return err
+			}
 		}
 		for i, s := range qv.q.Segments {
 			if s.Broker != broker || s.QueueID != queueID {
@@ -135,6 +152,29 @@ func (m *Mapping) TranslatePhysical(ctx context.Context, broker string, queueID,
 		return fmt.Errorf("%w: physical queue %q vanished from %s", ErrNotFound, pq, VChannel(t, id))
 	})
 	return tr, err
+}
+
+// cachedOwner looks (broker, queueID) up in the topic cache.
+func (m *Mapping) cachedOwner(broker string, queueID uint64) (string, int, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for name, c := range m.topics {
+		for _, q := range c.queues {
+			if holds(q, broker, queueID) {
+				return name, q.ID, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+func holds(q *LogicQueue, broker string, queueID uint64) bool {
+	for _, s := range q.Segments {
+		if s.QueueID == queueID && s.Broker == broker {
+			return true
+		}
+	}
+	return false
 }
 
 // findOwner scans the logic queue records for the segment on (broker,
