@@ -122,9 +122,13 @@ type Mapping struct {
 	log     *slog.Logger
 	met     metrics
 
-	mu     sync.RWMutex
-	topics map[string]*cached // a hint: validated by the WAL on every append
-	holds  map[string]*hold   // vchannel → remap in progress
+	mu sync.RWMutex
+	// refreshMu serializes cache reloads (snapshot read + install), so a
+	// reload that read an older snapshot can never overwrite a newer one.
+	// Taken before mu.
+	refreshMu sync.Mutex
+	topics    map[string]*cached // a hint: validated by the WAL on every append
+	holds     map[string]*hold   // vchannel → remap in progress
 
 	prodMu sync.Mutex
 	prods  map[string]*producer
@@ -284,6 +288,12 @@ func loadTopicVersions(r catalog.Reader, name string) (*cached, catalog.Version,
 // committed by the broadcast engine), wakes long-poll readers and releases
 // appends held for a remap of its queues.
 func (m *Mapping) Refresh(ctx context.Context, topic string) error {
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
+	return m.refreshLocked(ctx, topic)
+}
+
+func (m *Mapping) refreshLocked(ctx context.Context, topic string) error {
 	var c *cached
 	err := m.store.View(ctx, func(r catalog.Reader) error {
 		var err error
@@ -331,6 +341,8 @@ func (m *Mapping) Refresh(ctx context.Context, topic string) error {
 // and appends held for a remap, use it). A missing topic or queue falls
 // back to Refresh.
 func (m *Mapping) refreshQueue(ctx context.Context, topic string, id int) error {
+	m.refreshMu.Lock()
+	defer m.refreshMu.Unlock()
 	var q *LogicQueue
 	err := m.store.View(ctx, func(r catalog.Reader) error {
 		v, _, err := r.Get(queueKey(topic, id))
@@ -341,7 +353,7 @@ func (m *Mapping) refreshQueue(ctx context.Context, topic string, id int) error 
 		return err
 	})
 	if errors.Is(err, catalog.ErrNotFound) {
-		return m.Refresh(ctx, topic)
+		return m.refreshLocked(ctx, topic)
 	}
 	if err != nil {
 		return err
@@ -353,7 +365,7 @@ func (m *Mapping) refreshQueue(ctx context.Context, topic string, id int) error 
 	c := m.topics[topic]
 	if c == nil || id >= len(c.queues) {
 		m.mu.Unlock()
-		return m.Refresh(ctx, topic)
+		return m.refreshLocked(ctx, topic)
 	}
 	old := c.queues[id]
 	nc := &cached{t: c.t, queues: append([]*LogicQueue(nil), c.queues...)}
