@@ -117,7 +117,8 @@ func labelTree(roots []*tracestore.Node) string {
 // the stopped daemon's data directory, holds exactly one trace whose tree
 // is request → create → sends + callback attempts 1, 2, 3, the ones after
 // the restart marked hostd.recovered and linked to that start's
-// hostd.recover root; guest span events are on the attempt spans.
+// hostd.recover root; guest span events are on the attempt spans; each
+// send links to the `append round` span that carried it.
 func TestTraceAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	plugins := filepath.Join(dir, "plugins")
@@ -196,8 +197,8 @@ func TestTraceAcrossRestart(t *testing.T) {
       plugin.ack INTERNAL error events=exception
     process broadcast CONSUMER attempt=3 recovered events=flaky.attempt(3) links=1
       plugin.ack INTERNAL
-    send _control/0 CLIENT attempt=1
-    send orders/0 CLIENT attempt=1
+    send _control/0 CLIENT attempt=1 links=1
+    send orders/0 CLIENT attempt=1 links=1
 `
 	if got != want {
 		t.Fatalf("trace tree of broadcast %s:\n%s\nwant:\n%s", bid, got, want)
@@ -216,6 +217,13 @@ func TestTraceAcrossRestart(t *testing.T) {
 		}
 	}
 	for _, s := range all.Trace(ids[0]) {
+		if strings.HasPrefix(s.Name(), "send ") {
+			l := s.Links().At(0)
+			if round, ok := all.Span(l.TraceID(), l.SpanID()); !ok || round.Name() != "append round" {
+				t.Fatalf("%s links to %s/%s, not to an append round span", s.Name(), l.TraceID(), l.SpanID())
+			}
+			continue
+		}
 		if s.Name() != "process broadcast" || s.Links().Len() == 0 {
 			continue
 		}
