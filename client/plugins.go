@@ -24,6 +24,12 @@ type Plugin struct {
 	// Error is the last load error ("" if the file loaded). With no SHA256
 	// the plugin is not running.
 	Error string `json:"error,omitempty"`
+	// Interrupt is how a call timeout stops the guest: "instrumented" or,
+	// for a module hostd could not rewrite, "close-on-context-done" (much
+	// slower loops; InterruptReason says why). docs/plugin-abi.md,
+	// "Timeouts".
+	Interrupt       string `json:"interrupt,omitempty"`
+	InterruptReason string `json:"interrupt_reason,omitempty"`
 }
 
 // PluginRegistration is one handler a plugin registered: kind "ack",

@@ -39,7 +39,20 @@ type Limits struct {
 	// MaxLogBytes caps what one call may write to stdout/stderr and the
 	// log function; the excess is dropped with a note. Default 64 KiB.
 	MaxLogBytes int
+	// Interrupt chooses how a call timeout stops the guest: "" or "auto"
+	// (default: rewrite the module to check an interrupt flag at function
+	// entries and loop headers, falling back to close-on-context-done if
+	// it cannot be rewritten) or "close-on-context-done" (never rewrite;
+	// wazero then exits to Go at every loop iteration, which makes guest
+	// loops many times slower). See docs/plugin-abi.md, "Timeouts".
+	Interrupt string
 }
+
+// Interrupt settings (Limits.Interrupt).
+const (
+	InterruptAuto           = "auto"
+	InterruptCloseOnContext = "close-on-context-done"
+)
 
 func (l Limits) withDefaults(d Limits) Limits {
 	if l.CallTimeout == 0 {
@@ -62,6 +75,9 @@ func (l Limits) withDefaults(d Limits) Limits {
 	}
 	if l.MaxLogBytes == 0 {
 		l.MaxLogBytes = d.MaxLogBytes
+	}
+	if l.Interrupt == "" {
+		l.Interrupt = d.Interrupt
 	}
 	return l
 }
@@ -92,6 +108,9 @@ func (l Limits) validate(path string, errs *[]error) {
 	}
 	if l.KVMaxKeys < 0 || l.KVMaxBytes < 0 || l.MaxOutput < 0 || l.MaxLogBytes < 0 {
 		add("kv_max_keys, kv_max_bytes, max_output and max_log_bytes must be >= 0")
+	}
+	if l.Interrupt != "" && l.Interrupt != InterruptAuto && l.Interrupt != InterruptCloseOnContext {
+		add("interrupt must be %q or %q, got %q", InterruptAuto, InterruptCloseOnContext, l.Interrupt)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/runtime/sched"
@@ -52,6 +54,13 @@ type version struct {
 	usage  *usage
 	ns     []byte
 
+	// interrupt is how a call's end stops the guest: modeInstrumented
+	// (the module was rewritten to check a flag, instrument.go) or
+	// modeCloseOnDone (wazero's WithCloseOnContextDone, the fallback);
+	// interruptWhy says why the fallback was taken.
+	interrupt    string
+	interruptWhy string
+
 	pool chan *instance // nil entries are free slots to refill
 
 	ctx    context.Context // canceled when the version closes
@@ -66,6 +75,15 @@ type version struct {
 	// failing (one per plugin version, shared by its refills).
 	backoffMu sync.Mutex
 	backoff   *sched.Backoff
+
+	// watchdogs of the live instances (instrumented mode), stopped by
+	// closeNow so that calls in flight end at once.
+	wdMu     sync.Mutex
+	wds      map[*watchdog]struct{}
+	wdClosed bool
+
+	attrsOnce sync.Once
+	attrs     [abi.KindPolicy + 1]metric.MeasurementOption
 
 	calls, failures atomic.Uint64
 	live            atomic.Int64 // instances alive
@@ -90,6 +108,7 @@ type instance struct {
 	bufPtr uint32 // guest buffer from hostd_alloc, valid for bufCap bytes
 	bufCap uint32
 	stack  [3]uint64
+	wd     *watchdog // nil in modeCloseOnDone
 }
 
 // compile compiles and validates the module at path into a new version
@@ -98,31 +117,32 @@ type instance struct {
 func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byte, spec Spec) (*version, error) {
 	limits := spec.Limits.withDefaults(r.cfg.Defaults)
 	pages := uint32(limits.MemoryLimit / 65536)
-	rc := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true). // mandatory: an endless loop must be stoppable
-		WithMemoryLimitPages(pages)
-	if r.cache != nil {
-		rc = rc.WithCompilationCache(r.cache)
+	mode, why := modeInstrumented, ""
+	run := bin
+	if limits.Interrupt == InterruptCloseOnContext {
+		mode, why = modeCloseOnDone, "configured (interrupt: "+InterruptCloseOnContext+")"
+	} else if ins, err := instrument(bin); err != nil {
+		mode, why = modeCloseOnDone, err.Error()
+	} else {
+		run = ins.bin
 	}
-	wrt := wazero.NewRuntimeWithConfig(ctx, rc)
+	wrt, code, err := r.engine(ctx, mode, pages, run)
+	if err != nil && mode == modeInstrumented {
+		// The rewritten module does not compile: run the original the
+		// old way (if it does not compile either, its error is reported).
+		mode, why = modeCloseOnDone, "the instrumented module did not compile: "+firstLine(err.Error())
+		wrt, code, err = r.engine(ctx, mode, pages, bin)
+	}
+	if err != nil {
+		return nil, err
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			_ = wrt.Close(context.Background())
 		}
 	}()
-	if _, err := wasi_snapshot_preview1.NewBuilder(wrt).Instantiate(ctx); err != nil {
-		return nil, err
-	}
-	wasi := wrt.Module(abi.WASIModule)
-	if _, err := hostModule(wrt).Instantiate(ctx); err != nil {
-		return nil, err
-	}
-	code, err := wrt.CompileModule(ctx, bin)
-	if err != nil {
-		return nil, fmt.Errorf("%w: not a valid WebAssembly module: %v", ErrInvalidModule, err)
-	}
-	if err := checkABI(code, wasi); err != nil {
+	if err := checkABI(code, wrt.Module(abi.WASIModule)); err != nil {
 		return nil, err
 	}
 	vctx, cancel := context.WithCancel(context.Background())
@@ -130,7 +150,8 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 		rt: r, name: name, path: path, sha256: sum, config: spec.Config, limits: limits,
 		loaded: time.Now(), wrt: wrt, code: code, usage: &usage{refresh: r.cfg.QuotaRefresh},
 		ns: NamespacePrefix(name), ctx: vctx, cancel: cancel,
-		pool: make(chan *instance, limits.PoolSize),
+		pool:      make(chan *instance, limits.PoolSize),
+		interrupt: mode, interruptWhy: why,
 	}
 	v.backoff, err = sched.NewBackoff(sched.BackoffConfig{Initial: r.cfg.BackoffInitial, Max: r.cfg.BackoffMax, Multiplier: 2})
 	if err != nil {
@@ -159,6 +180,56 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 	}
 	ok = true
 	return v, nil
+}
+
+// Interrupt modes (Info.Interrupt).
+const (
+	// modeInstrumented: the module was rewritten to check an interrupt
+	// flag at function entries and loop headers; guest loops run at full
+	// speed.
+	modeInstrumented = "instrumented"
+	// modeCloseOnDone: the module runs unmodified under wazero's
+	// WithCloseOnContextDone, which exits to Go at every loop iteration.
+	modeCloseOnDone = "close-on-context-done"
+)
+
+// engine makes a wazero runtime for one plugin version (close-on-context-
+// done only in modeCloseOnDone) with the host and WASI modules, and
+// compiles bin in it.
+func (r *Runtime) engine(ctx context.Context, mode string, pages uint32, bin []byte) (wazero.Runtime, wazero.CompiledModule, error) {
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(mode == modeCloseOnDone).
+		WithMemoryLimitPages(pages)
+	if r.cache != nil {
+		rc = rc.WithCompilationCache(r.cache)
+	}
+	wrt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.NewBuilder(wrt).Instantiate(ctx); err != nil {
+		_ = wrt.Close(context.Background())
+		return nil, nil, err
+	}
+	if _, err := hostModule(wrt).Instantiate(ctx); err != nil {
+		_ = wrt.Close(context.Background())
+		return nil, nil, err
+	}
+	code, err := compileModule(ctx, wrt, bin)
+	if err != nil {
+		_ = wrt.Close(context.Background())
+		return nil, nil, fmt.Errorf("%w: not a valid WebAssembly module: %v", ErrInvalidModule, err)
+	}
+	return wrt, code, nil
+}
+
+// compileModule is wrt.CompileModule, but a panic in wazero's decoder or
+// validator (seen with fuzzed modules) is an error: a malformed plugin file
+// must not take the daemon down.
+func compileModule(ctx context.Context, wrt wazero.Runtime, bin []byte) (code wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			code, err = nil, fmt.Errorf("wazero failed on the module: %v", p)
+		}
+	}()
+	return wrt.CompileModule(ctx, bin)
 }
 
 // checkABI validates the module's imports and exports against ABI v1.
@@ -304,8 +375,19 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		return nil, v.startError("instantiate", err, inst)
 	}
 	inst.mod = mod
+	if v.interrupt == modeInstrumented {
+		counter, ok := mod.ExportedGlobal(InterruptExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(context.Background())
+			return nil, fmt.Errorf("instantiate: the instrumented module lacks its %s global", InterruptExport)
+		}
+		inst.wd = newWatchdog(counter)
+	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
-		if _, err := init.Call(ictx); err != nil {
+		inst.wd.arm(ictx)
+		_, err := init.Call(ictx)
+		inst.wd.disarm()
+		if err != nil {
 			_ = mod.Close(context.Background())
 			return nil, v.startError("_initialize", err, inst)
 		}
@@ -328,6 +410,9 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 	}
 	inst.handle = mod.ExportedFunction(abi.ExportHandle)
 	inst.alloc = mod.ExportedFunction(abi.ExportAlloc)
+	if inst.wd != nil {
+		v.track(inst.wd)
+	}
 	v.live.Add(1)
 	return inst, nil
 }
@@ -391,6 +476,7 @@ func (v *version) release(inst *instance) { v.pool <- inst }
 // (with backoff while instantiation keeps failing). The refill goroutine
 // owns the slot until it puts an instance back.
 func (v *version) discard(inst *instance) {
+	v.untrack(inst.wd)
 	_ = inst.mod.Close(context.Background())
 	v.live.Add(-1)
 	if v.ctx.Err() != nil {
@@ -432,10 +518,55 @@ func (v *version) refill() {
 	}
 }
 
+// metricAttrs returns the (plugin, handler) attributes of call metrics,
+// built once per version and handler kind (building an attribute set per
+// call costs more than a short guest call).
+func (v *version) metricAttrs(kind abi.Kind) metric.MeasurementOption {
+	v.attrsOnce.Do(func() {
+		for k := range v.attrs {
+			v.attrs[k] = metric.WithAttributes(attribute.String("plugin", v.name), attribute.String("handler", abi.Kind(k).String()))
+		}
+	})
+	if int(kind) >= 0 && int(kind) < len(v.attrs) {
+		return v.attrs[kind]
+	}
+	return metric.WithAttributes(attribute.String("plugin", v.name), attribute.String("handler", kind.String()))
+}
+
+// track registers an instance's watchdog for closeNow.
+func (v *version) track(w *watchdog) {
+	v.wdMu.Lock()
+	defer v.wdMu.Unlock()
+	if v.wdClosed {
+		w.kill()
+	}
+	if v.wds == nil {
+		v.wds = map[*watchdog]struct{}{}
+	}
+	v.wds[w] = struct{}{}
+}
+
+// untrack forgets the watchdog of a discarded instance.
+func (v *version) untrack(w *watchdog) {
+	if w == nil {
+		return
+	}
+	w.close()
+	v.wdMu.Lock()
+	delete(v.wds, w)
+	v.wdMu.Unlock()
+}
+
 // closeNow closes the version: background refills stop, instances close.
 func (v *version) closeNow() {
 	v.closeOnce.Do(func() {
 		v.cancel()
+		v.wdMu.Lock()
+		v.wdClosed = true
+		for w := range v.wds {
+			w.kill()
+		}
+		v.wdMu.Unlock()
 		v.wg.Wait()
 		_ = v.wrt.Close(context.Background())
 	})
@@ -477,11 +608,13 @@ func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32
 	inst.stderr.reset()
 	inst.buf = input(inst.buf[:0])
 	n := uint32(len(inst.buf))
+	inst.wd.arm(cctx)
 	callErr := inst.write(cctx, n)
 	if callErr == nil {
 		inst.stack[0], inst.stack[1], inst.stack[2] = api.EncodeI32(id), api.EncodeU32(inst.bufPtr), api.EncodeU32(n)
 		callErr = inst.handle.CallWithStack(cctx, inst.stack[:])
 	}
+	inst.wd.disarm()
 	inst.stdout.flush()
 	inst.stderr.flush()
 	if cs.dropped > 0 {

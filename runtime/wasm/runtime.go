@@ -246,7 +246,11 @@ func (r *Runtime) Reload(ctx context.Context) error {
 			v.closeNow() // refused for a conflict
 			continue
 		}
-		r.logger.Info("plugin loaded", "plugin", v.name, "path", v.path, "sha256", v.sha256, "handlers", len(v.regs), "pool", v.limits.PoolSize)
+		r.logger.Info("plugin loaded", "plugin", v.name, "path", v.path, "sha256", v.sha256, "handlers", len(v.regs), "pool", v.limits.PoolSize, "interrupt", v.interrupt)
+		if v.interrupt != modeInstrumented {
+			r.logger.Warn("plugin runs with wazero's close-on-context-done: its loops are much slower", "plugin", v.name, "reason", v.interruptWhy)
+		}
+		r.m.loaded.Add(ctx, 1, metric.WithAttributes(attribute.String("plugin", v.name), attribute.String("interrupt", v.interrupt)))
 	}
 	return errors.Join(errs...)
 }
@@ -493,7 +497,7 @@ func (r *Runtime) run(ctx context.Context, kind abi.Kind, name string, input fun
 		return err
 	}
 	defer v.unref()
-	attrs := metric.WithAttributes(attribute.String("plugin", v.name), attribute.String("handler", kind.String()))
+	attrs := v.metricAttrs(kind)
 	// Guest span events/attributes go to the caller's span when it records
 	// (the broadcast's `process broadcast` attempt span, tracing.md), else
 	// to this call's own span.
@@ -544,6 +548,14 @@ type Info struct {
 	Failures      uint64             `json:"failures"`
 	StartFailures int64              `json:"start_failures"`
 	LoadedAt      time.Time          `json:"loaded_at"`
+	// Interrupt is how a call timeout stops the plugin's guest:
+	// "instrumented" (hostd rewrote the module to check a flag at function
+	// entries and loop headers; loops run at full speed) or
+	// "close-on-context-done" (the module could not be rewritten, see
+	// InterruptReason; wazero then exits to Go at every loop iteration,
+	// which makes loop-heavy guests many times slower).
+	Interrupt       string `json:"interrupt,omitempty"`
+	InterruptReason string `json:"interrupt_reason,omitempty"`
 	// Error is the last load error of this plugin ("" if its file loaded);
 	// a plugin with an error and no SHA256 is not running.
 	Error string `json:"error,omitempty"`
@@ -563,7 +575,8 @@ func (r *Runtime) List() []Info {
 	for _, v := range r.versions {
 		in := Info{Name: v.name, Path: v.path, SHA256: v.sha256, ABI: abi.Version, PoolSize: v.limits.PoolSize,
 			Live: v.live.Load(), Calls: v.calls.Load(), Failures: v.failures.Load(),
-			StartFailures: v.startFailures.Load(), LoadedAt: v.loaded, Error: r.loadErrs[v.name]}
+			StartFailures: v.startFailures.Load(), LoadedAt: v.loaded, Error: r.loadErrs[v.name],
+			Interrupt: v.interrupt, InterruptReason: v.interruptWhy}
 		for _, rg := range v.regs {
 			in.Registrations = append(in.Registrations, RegistrationInfo{rg.Kind.String(), rg.Name})
 		}
@@ -640,6 +653,7 @@ type metrics struct {
 	failures metric.Int64Counter
 	latency  metric.Float64Histogram
 	loadTime metric.Float64Histogram
+	loaded   metric.Int64Counter
 }
 
 func newMetrics(m metric.Meter) metrics {
@@ -647,6 +661,7 @@ func newMetrics(m metric.Meter) metrics {
 	ms.calls, _ = m.Int64Counter("hostd.plugin.calls", metric.WithDescription("Plugin handler calls."))
 	ms.failures, _ = m.Int64Counter("hostd.plugin.failures", metric.WithDescription("Failed plugin handler calls, by error kind."))
 	ms.latency, _ = m.Float64Histogram("hostd.plugin.call.duration", metric.WithUnit("s"), metric.WithDescription("Plugin handler call latency."))
+	ms.loaded, _ = m.Int64Counter("hostd.plugin.loads", metric.WithDescription("Plugin versions loaded, by interrupt mode (instrumented or close-on-context-done)."))
 	ms.loadTime, _ = m.Float64Histogram("hostd.plugin.load.duration", metric.WithUnit("s"), metric.WithDescription("Time to compile, validate and start a plugin version."))
 	return ms
 }

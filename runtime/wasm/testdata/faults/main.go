@@ -10,7 +10,20 @@ import (
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
-var sink [][]byte
+var (
+	sink  [][]byte
+	sinkN int
+)
+
+// fib recurses without a loop of its own.
+//
+//go:noinline
+func fib(n int) int {
+	if n < 2 {
+		return n
+	}
+	return fib(n-1) + fib(n-2)
+}
 
 func init() {
 	sdk.OnAck("Trap", func(m sdk.Message) error {
@@ -29,6 +42,25 @@ func init() {
 			}
 		}
 		return nil
+	})
+	sdk.OnAck("Recurse", func(m sdk.Message) error {
+		if string(m.Payload) == "recurse" {
+			sinkN = fib(200) // ~2^139 calls: runs until stopped
+		}
+		return nil
+	})
+	sdk.OnAck("Stuck", func(m sdk.Message) error {
+		// A host call that blocks (the test's store waits for the
+		// context), then an endless loop if the host call returns.
+		_, _, err := sdk.KVGet("stuck")
+		if string(m.Payload) == "stuck" {
+			for n := 0; ; n++ {
+				if n < 0 {
+					break
+				}
+			}
+		}
+		return err
 	})
 	sdk.OnAck("OOM", func(m sdk.Message) error {
 		if string(m.Payload) == "oom" {
