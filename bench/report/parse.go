@@ -273,6 +273,7 @@ var (
 	// the table grew one) an optional process CPU per pair.
 	locksLine   = regexp.MustCompile(`^(fsync|[a-z-]+/c=\d+)\s+(\d+(?:\.\d+)?)\s+\S+\s+\S+\s+\S+(?:\s+(\S+))?$`)
 	locksRounds = regexp.MustCompile(`^(hostd/c=\d+): \d+ pairs/s, \d+ commit rounds, ([\d.]+) writers/round`)
+	locksMedian = regexp.MustCompile(`^hostd/c=64 / minimal/c=64 per round \(adjacent slices\): (\[[^\]]*\]), median ([\d.]+)`)
 )
 
 // LocksRedisMissing is what bench/locks prints when redis-server is not
@@ -305,6 +306,7 @@ func ParseLocks(out string) ([]Row, error) {
 	pairs := map[string]float64{}
 	cpu := map[string]time.Duration{}
 	perRound := map[string]string{}
+	median := ""
 	redisMissing := strings.Contains(out, LocksRedisMissing)
 	for _, l := range lines(out) {
 		if m := locksLine.FindStringSubmatch(l); m != nil {
@@ -315,6 +317,9 @@ func ParseLocks(out string) ([]Row, error) {
 		}
 		if m := locksRounds.FindStringSubmatch(l); m != nil {
 			perRound[m[1]] = m[2]
+		}
+		if m := locksMedian.FindStringSubmatch(l); m != nil {
+			median = fmt.Sprintf("median per-round ratio %s (adjacent slices: %s)", m[2], m[1])
 		}
 	}
 	h64, h1, m64, fs := pairs["hostd/c=64"], pairs["hostd/c=1"], pairs["minimal/c=64"], pairs["fsync"]
@@ -328,6 +333,9 @@ func ParseLocks(out string) ([]Row, error) {
 	}
 	if c := cpu["hostd/c=64"]; c > 0 {
 		note += fmt.Sprintf("; process CPU %s per pair (minimal handler %s)", dur(c), dur(cpu["minimal/c=64"]))
+	}
+	if median != "" {
+		note = "best slices; " + median + "; " + note
 	}
 	var rows []Row
 	r := Row{Bench: bench, Figure: fig64, Value: h64, Unit: "pairs/s",

@@ -113,7 +113,7 @@ func TestParseLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = find(t, rows, "lease acquire+release over HTTP, 64 clients, distinct keys", "minimal")
-	if r.Value != 1129 || !strings.Contains(r.Note, "7.3 writers per catalog commit round") || !strings.Contains(r.Note, "process CPU 1.62ms per pair (minimal handler 610µs)") {
+	if r.Value != 1129 || !strings.Contains(r.Note, "7.3 writers per catalog commit round") || !strings.Contains(r.Note, "process CPU 1.62ms per pair (minimal handler 610µs)") || !strings.Contains(r.Note, "median per-round ratio 0.71 (adjacent slices: [0.71 0.65 0.80])") {
 		t.Fatalf("hostd@64 with CPU: %+v", r)
 	}
 	if r := find(t, rows, "lease acquire+release over HTTP, 1 client", "Redis without"); r.BaseVal != 9872 {
