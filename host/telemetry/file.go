@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,9 +26,22 @@ import (
 // power loss may lose more. A line cut short by a crash is skipped, with a
 // counted warning, by host/tracestore.
 //
-// Locking: FileExporter.mu guards the open file, its size and the rotation;
-// one ExportSpans call writes its batch as one line under the lock, so lines
-// never interleave.
+// Group commit (the leader/follower pattern of runtime/wal/append.go):
+// each ExportSpans call marshals its line without a lock and queues it. The
+// first caller to find no writer running becomes the writer: it takes every
+// queued line (its own and others') and writes them with one write(2) —
+// several around a rotation, which happens only between lines — then hands
+// the writer role to the oldest line queued meanwhile, or goes idle. Every
+// caller returns only after its own line was written or its error is known,
+// so the durability model above holds per span. There is no timer and no
+// background goroutine: a lone span is written at once, by its own caller.
+//
+// Locking: FileExporter.qmu guards the queue and the writing flag (held
+// only to queue, to take the queue and to hand off — never across I/O).
+// FileExporter.mu guards the open file, its size, the rotation, closed and
+// stats; the writer holds it across its writes, and only Stats and
+// Shutdown contend with it. Lock order: mu, then qmu (the writer takes the
+// queue and hands off under mu); mu is never taken while holding qmu.
 
 const (
 	// TraceDirName is the folder under the data directory holding span files.
@@ -92,23 +106,47 @@ func (c FileExporterConfig) Validate() error {
 // FileExporter is an sdktrace.SpanExporter writing OTLP-JSON lines. Use it
 // through NewFileSpanProcessor (or sdktrace.WithSyncer), so each span is
 // written when it ends. It is safe for concurrent use: batches are
-// converted and marshaled without a lock, and only the write is serialized.
+// converted and marshaled without a lock, and the lines of concurrent
+// calls are written together (see "Group commit" above).
 type FileExporter struct {
 	cfg FileExporterConfig
+
+	qmu     sync.Mutex
+	queue   []*lineReq // lines waiting for the writer, oldest first
+	writing bool       // a writer is running (or was handed the role)
 
 	mu     sync.Mutex
 	f      *os.File
 	size   int64
 	closed bool
 	stats  FileExporterStats
+	batch  []*lineReq // the writer's current batch (reused)
+	buf    []byte     // the writer's write buffer (reused)
 }
+
+// lineReq is one ExportSpans call's line waiting for the writer. wake
+// receives one signal: either the line was written (lead false; err is its
+// outcome) or the caller has become the writer (lead true).
+type lineReq struct {
+	line  []byte
+	spans int
+	err   error
+	lead  bool
+	wake  chan struct{}
+}
+
+// reqPool recycles lineReqs with their line buffers and wake channels.
+var reqPool = sync.Pool{New: func() any {
+	return &lineReq{line: make([]byte, 0, 2048), wake: make(chan struct{}, 1)}
+}}
 
 // FileExporterStats counts what the exporter did since it was opened.
 type FileExporterStats struct {
 	Spans     uint64 // spans written
 	Bytes     uint64 // bytes written
 	Rotations uint64 // rotations done
-	Errors    uint64 // failed writes or rotations
+	Errors    uint64 // lines not written (failed writes or rotations)
+	Writes    uint64 // write(2) calls: fewer than lines when lines were grouped
 }
 
 // NewFileExporter creates the folder if needed and opens (appending) the
@@ -170,7 +208,10 @@ func (e *FileExporter) rotate() error {
 	return e.open()
 }
 
-// ExportSpans writes the batch as one OTLP-JSON line.
+// ExportSpans writes the batch as one OTLP-JSON line, grouped with the
+// lines of concurrent calls into one write(2) (see "Group commit" above).
+// It returns after the line was written, or with the error that kept it
+// from being written.
 func (e *FileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	if len(spans) == 0 {
 		return nil
@@ -178,21 +219,80 @@ func (e *FileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	bp := linePool.Get().(*[]byte)
-	line := append(appendTracesJSON((*bp)[:0], spans), '\n')
-	defer func() {
-		if cap(line) <= 64<<10 {
-			*bp = line
-			linePool.Put(bp)
-		}
-	}()
+	r := reqPool.Get().(*lineReq)
+	r.line = append(appendTracesJSON(r.line[:0], spans), '\n')
+	r.spans, r.err, r.lead = len(spans), nil, false
 
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return nil // like the SDK's exporters: spans after Shutdown are dropped
+	e.qmu.Lock()
+	e.queue = append(e.queue, r)
+	if e.writing {
+		e.qmu.Unlock()
+		<-r.wake
+	} else {
+		e.writing = true
+		e.qmu.Unlock()
+		r.lead = true
 	}
-	if e.f == nil || (e.size > 0 && e.size+int64(len(line)) > e.cfg.MaxSize) {
+	if r.lead {
+		e.writeQueued(r)
+	}
+	err := r.err
+	if cap(r.line) <= 64<<10 {
+		reqPool.Put(r)
+	}
+	return err
+}
+
+// writeQueued is one round of the writer: it writes every queued line
+// (me's included), then wakes their callers and hands the writer role to
+// the oldest line queued meanwhile, if any.
+func (e *FileExporter) writeQueued(me *lineReq) {
+	e.mu.Lock()
+	e.qmu.Lock()
+	batch := append(e.batch[:0], e.queue...)
+	clear(e.queue)
+	e.queue = e.queue[:0]
+	e.qmu.Unlock()
+	e.writeBatch(batch)
+
+	e.qmu.Lock()
+	var next *lineReq
+	if len(e.queue) > 0 {
+		next = e.queue[0]
+		next.lead = true
+	} else {
+		e.writing = false
+	}
+	e.qmu.Unlock()
+	// Still under mu: the next writer reuses e.batch only after this loop.
+	for i, r := range batch {
+		batch[i] = nil
+		if r != me {
+			r.wake <- struct{}{} // r may be reused once signaled
+		}
+	}
+	e.batch = batch
+	e.mu.Unlock()
+	if next != nil {
+		next.wake <- struct{}{}
+	}
+}
+
+// writeBatch writes the lines of batch, as few writes as rotation allows,
+// and sets each line's err. Stats count per line. Caller holds mu.
+func (e *FileExporter) writeBatch(batch []*lineReq) {
+	if e.closed {
+		return // like the SDK's exporters: spans after Shutdown are dropped
+	}
+	first := 0 // batch[first:i] are the lines in e.buf
+	e.buf = e.buf[:0]
+	for i, r := range batch {
+		if e.f != nil && (e.size+int64(len(e.buf)) == 0 || e.size+int64(len(e.buf)+len(r.line)) <= e.cfg.MaxSize) {
+			e.buf = append(e.buf, r.line...)
+			continue
+		}
+		e.flush(batch[first:i])
+		first = i
 		var rerr error
 		if e.f == nil {
 			rerr = e.open()
@@ -201,18 +301,43 @@ func (e *FileExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnl
 		}
 		if rerr != nil {
 			e.stats.Errors++
-			return rerr
+			r.err = rerr
+			first = i + 1
+			continue
 		}
+		e.buf = append(e.buf, r.line...)
 	}
-	n, err := e.f.Write(line)
+	e.flush(batch[first:])
+	if cap(e.buf) > 1<<20 {
+		e.buf = nil
+	}
+}
+
+// flush writes e.buf, which holds the lines of lines, with one write(2):
+// the lines wholly written count as written, the others get the error.
+// Caller holds mu.
+func (e *FileExporter) flush(lines []*lineReq) {
+	if len(e.buf) == 0 {
+		return
+	}
+	n, err := e.f.Write(e.buf)
+	e.buf = e.buf[:0]
+	e.stats.Writes++
 	e.size += int64(n)
 	e.stats.Bytes += uint64(n)
-	if err != nil {
+	for _, r := range lines {
+		if n >= len(r.line) {
+			n -= len(r.line)
+			e.stats.Spans += uint64(r.spans)
+			continue
+		}
+		n = 0
 		e.stats.Errors++
-		return fmt.Errorf("telemetry: write span file: %w", err)
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		r.err = fmt.Errorf("telemetry: write span file: %w", err)
 	}
-	e.stats.Spans += uint64(len(spans))
-	return nil
 }
 
 // Stats returns counters of the exporter's work.
@@ -243,14 +368,11 @@ func (e *FileExporter) Shutdown(ctx context.Context) error {
 
 var _ sdktrace.SpanExporter = (*FileExporter)(nil)
 
-// linePool recycles line buffers of ExportSpans.
-var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
 // FileSpanProcessor writes each sampled span through a FileExporter as soon
 // as it ends. Unlike sdktrace's SimpleSpanProcessor it holds no lock of its
 // own around the export: spans ending on different goroutines are
-// converted and marshaled concurrently, and only the write itself is
-// serialized (by the exporter). Export errors are counted in the
+// converted and marshaled concurrently, and their lines are written
+// together by the exporter's group commit. Export errors are counted in the
 // exporter's Stats and passed to OnError (at most one call per 10 s).
 type FileSpanProcessor struct {
 	exp     *FileExporter
