@@ -67,9 +67,21 @@
 // instance to exactly one caller. Host functions find the callState through
 // the call's context.
 //
-// Every runtime uses WithCloseOnContextDone(true): without it an endless
-// loop cannot be stopped (and would stall the next GC stop-the-world). An
-// instance whose call failed in any way other than a handler's returned
+// Timeouts (instrument.go, watchdog.go): a module is rewritten at load
+// time to check an exported interrupt counter (InterruptExport) at every
+// function entry and, every 16384 iterations, at loop headers; the checks
+// also exit to Go now and then so a spinning guest cannot stall a GC
+// stop-the-world. When a call's context ends, the instance's watchdog
+// writes the stop value and the guest traps at its next check; the error
+// is classified from the context (timeout, canceled), as before. Guest
+// loops thus run at full speed. A module the rewriter does not understand
+// (or that does not compile once rewritten) runs unmodified on a runtime
+// with WithCloseOnContextDone(true), which exits to Go at every loop
+// iteration; Info.Interrupt says which mode a plugin runs in, and
+// Limits.Interrupt can force the fallback. Closing a version stops its
+// calls in flight through the same watchdogs.
+//
+// An instance whose call failed in any way other than a handler's returned
 // error (trap, panic, proc_exit, timeout, cancellation) is closed and its
 // slot refilled by a background goroutine, with exponential backoff while
 // instantiation fails (a runtime/sched.Backoff per plugin version,

@@ -35,7 +35,7 @@ type instrumentation struct {
 // without wazero's per-loop-iteration exit to Go: it appends one mutable
 // i32 global, the interrupt counter (after the defined globals, so no index
 // moves), exports it as InterruptExport, and inserts at the start of every
-// function body and of every loop body
+// function body (counterCheck)
 //
 //	global.get $c  i32.const 1  i32.sub  global.set $c
 //	global.get $c  i32.const 0  i32.le_s
@@ -46,14 +46,26 @@ type instrumentation struct {
 //	  i32.const 0  memory.grow 0  drop
 //	end
 //
+// and at the start of every loop body (loopCheck), counting iterations in
+// one added local $n:
+//
+//	local.get $n  i32.const 1  i32.add  local.tee $n
+//	i32.const loopEvery-1  i32.and  i32.eqz
+//	if
+//	  global.get $c  i32.const stopBelow  i32.lt_s
+//	  if unreachable end
+//	  i32.const 0  memory.grow 0  drop
+//	end
+//
 // The memory.grow by 0 pages is an exit from compiled code to Go, taken
-// once every budget checks: compiled guest code cannot be preempted by the
-// Go scheduler, and without such exits a garbage collection's
-// stop-the-world (which also stops the goroutine that would set the
-// counter) would wait for the guest forever. The check is stack-neutral,
-// so it is valid at any loop header whatever its block type. No imports or
-// functions are added, so every function, type, table, memory and global
-// index stays as it was.
+// once every budget calls or loopEvery iterations: compiled guest code
+// cannot be preempted by the Go scheduler, and without such exits a
+// garbage collection's stop-the-world (which also stops the goroutine that
+// would write the stop) would wait for the guest forever. The checks are
+// stack-neutral, so they are valid at any loop header whatever its block
+// type. No imports or functions are added, so every function, type, table,
+// memory and global index stays as it was; the added local comes after the
+// function's own.
 //
 // instrument walks every instruction of every body and knows the
 // immediates of the MVP, multi-value block types, sign extension, the
@@ -98,6 +110,8 @@ func instrument(bin []byte) (*instrumentation, error) {
 		definedFuncs                    = -1
 		exportsAt, globalsAt, codeAt    = -1, -1, -1
 	)
+	var typeParams []uint32 // by type index
+	var funcTypes []uint32  // by defined function
 	seen := map[byte]bool{}
 	for i, s := range secs {
 		if s.id != 0 {
@@ -108,7 +122,12 @@ func instrument(bin []byte) (*instrumentation, error) {
 		}
 		sr := &reader{b: s.body}
 		switch s.id {
-		case 0, 1, 4, 9, 11, 12: // custom, type, table, element, data, data count: unchanged
+		case 0, 4, 9, 11, 12: // custom, table, element, data, data count: unchanged
+		case 1:
+			var err error
+			if typeParams, err = paramCounts(sr); err != nil {
+				return nil, err
+			}
 		case 2:
 			g, m, err := countImports(sr)
 			if err != nil {
@@ -121,6 +140,13 @@ func instrument(bin []byte) (*instrumentation, error) {
 				return nil, err
 			}
 			definedFuncs = int(n)
+			for j := uint32(0); j < n; j++ {
+				t, err := sr.u32()
+				if err != nil {
+					return nil, err
+				}
+				funcTypes = append(funcTypes, t)
+			}
 		case 5:
 			n, err := sr.u32()
 			if err != nil {
@@ -158,7 +184,14 @@ func instrument(bin []byte) (*instrumentation, error) {
 	var code []byte
 	if codeAt >= 0 {
 		var err error
-		code, err = instrumentCode(secs[codeAt].body, check)
+		params := make([]uint32, len(funcTypes))
+		for i, t := range funcTypes {
+			if int(t) >= len(typeParams) {
+				return nil, fmt.Errorf("%w: function %d has type %d, out of range", errInstrument, i, t)
+			}
+			params[i] = typeParams[t]
+		}
+		code, err = instrumentCode(secs[codeAt].body, check, out.global, params)
 		if err != nil {
 			return nil, err
 		}
@@ -298,6 +331,28 @@ func counterCheck(global uint32) []byte {
 	return append(b, 0x0b)                      // end
 }
 
+// loopEvery is how many iterations of a loop run between two looks at the
+// counter global (a stop check and an exit to Go); a power of two.
+const loopEvery = 1 << 14
+
+// loopCheck returns the instructions inserted at every loop header: count
+// iterations in a local (a register, where the entry check's global costs
+// a store and a load); every loopEvery iterations trap if the host wrote
+// stopValue, else exit to Go once (memory.grow 0).
+func loopCheck(global, local uint32) []byte {
+	var b []byte
+	b = appendU32(append(b, 0x20), local) // local.get
+	b = append(b, 0x41, 0x01, 0x6a)       // i32.const 1; i32.add
+	b = appendU32(append(b, 0x22), local) // local.tee
+	b = appendS32(append(b, 0x41), loopEvery-1)
+	b = append(b, 0x71, 0x45, 0x04, 0x40)  // i32.and; i32.eqz; if
+	b = appendU32(append(b, 0x23), global) // global.get
+	b = appendS32(append(b, 0x41), stopBelow)
+	b = append(b, 0x48, 0x04, 0x40, 0x00, 0x0b) // i32.lt_s; if unreachable end
+	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0; memory.grow 0; drop
+	return append(b, 0x0b)                      // end
+}
+
 // countImports returns the number of imported globals and memories.
 func countImports(r *reader) (globals, memories uint32, err error) {
 	n, err := r.u32()
@@ -371,8 +426,41 @@ func checkExports(r *reader) error {
 	return nil
 }
 
+// paramCounts reads the type section: the parameter count of each type.
+func paramCounts(r *reader) ([]uint32, error) {
+	n, err := r.u32()
+	if err != nil {
+		return nil, err
+	}
+	var out []uint32
+	for i := uint32(0); i < n; i++ {
+		if form, err := r.byte(); err != nil {
+			return nil, err
+		} else if form != 0x60 {
+			return nil, fmt.Errorf("%w: unsupported type form %#x", errInstrument, form)
+		}
+		var params uint32
+		for j := 0; j < 2; j++ { // params, results
+			k, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			for l := uint32(0); l < k; l++ {
+				if _, err := r.valType(); err != nil {
+					return nil, err
+				}
+			}
+			if j == 0 {
+				params = k
+			}
+		}
+		out = append(out, params)
+	}
+	return out, nil
+}
+
 // instrumentCode rewrites the code section's bodies.
-func instrumentCode(sec []byte, check []byte) ([]byte, error) {
+func instrumentCode(sec []byte, check []byte, global uint32, params []uint32) ([]byte, error) {
 	r := &reader{b: sec}
 	n, err := r.u32()
 	if err != nil {
@@ -390,7 +478,10 @@ func instrumentCode(sec []byte, check []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		body, err = instrumentBody(body[:0], b, check)
+		if int(i) >= len(params) {
+			return nil, fmt.Errorf("%w: more function bodies than declarations", errInstrument)
+		}
+		body, err = instrumentBody(body[:0], b, check, global, params[i])
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
@@ -403,23 +494,35 @@ func instrumentCode(sec []byte, check []byte) ([]byte, error) {
 	return out, nil
 }
 
-// instrumentBody appends the instrumented body b to out.
-func instrumentBody(out, b, check []byte) ([]byte, error) {
+// instrumentBody appends the instrumented body b to out: the entry check,
+// one more i32 local (the loop counter) and the loop check at every loop
+// header.
+func instrumentBody(out, b, check []byte, global, params uint32) ([]byte, error) {
 	r := &reader{b: b}
 	groups, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
+	start := r.pos
+	locals := uint64(params)
 	for j := uint32(0); j < groups; j++ {
-		if _, err := r.u32(); err != nil {
+		n, err := r.u32()
+		if err != nil {
 			return nil, err
 		}
+		locals += uint64(n)
 		if _, err := r.valType(); err != nil {
 			return nil, err
 		}
 	}
-	out = append(out, b[:r.pos]...)
+	if locals >= 50000 { // wazero's limit is higher; keep far from any
+		return nil, fmt.Errorf("%w: %d locals", errInstrument, locals)
+	}
+	out = appendU32(out, groups+1)
+	out = append(out, b[start:r.pos]...)
+	out = append(out, 0x01, 0x7f) // the loop counter
 	out = append(out, check...)
+	loop := loopCheck(global, uint32(locals))
 	copied := r.pos
 	depth := 0
 	for {
@@ -439,7 +542,7 @@ func instrumentBody(out, b, check []byte) ([]byte, error) {
 			}
 			depth++
 			out = append(out, b[copied:r.pos]...)
-			out = append(out, check...)
+			out = append(out, loop...)
 			copied = r.pos
 		case 0x0b: // end
 			if depth == 0 {

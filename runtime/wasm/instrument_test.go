@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -231,19 +232,29 @@ func TestInstrumentedModuleBehaves(t *testing.T) {
 	if !ok {
 		t.Fatal("no mutable counter exported")
 	}
-	// count(n) runs n+1 checks (entry and n loop iterations).
+	// count(n) decrements the counter once, at its entry (its loop counts
+	// in a local).
 	counter.Set(api.EncodeI32(budget))
-	if _, err := call(t, after, "count", 10); err != nil || api.DecodeI32(counter.Get()) != budget-11 {
+	if _, err := call(t, after, "count", 10); err != nil || api.DecodeI32(counter.Get()) != budget-1 {
 		t.Fatalf("count: %v, counter %d", err, api.DecodeI32(counter.Get()))
 	}
-	counter.Set(api.EncodeI32(5))
-	if _, err := call(t, after, "count", 10); err != nil || api.DecodeI32(counter.Get()) != budget-6 {
+	counter.Set(api.EncodeI32(1))
+	if _, err := call(t, after, "count", 10); err != nil || api.DecodeI32(counter.Get()) != budget {
 		t.Fatalf("count across a budget exit: %v, counter %d", err, api.DecodeI32(counter.Get()))
 	}
 	counter.Set(api.EncodeI32(stopValue))
 	if _, err := call(t, after, "count", 10); err == nil || !strings.Contains(err.Error(), "unreachable") {
-		t.Fatalf("stop: %v", err)
+		t.Fatalf("stop at entry: %v", err)
 	}
+	// A stop written while a loop runs ends it within loopEvery
+	// iterations.
+	counter.Set(api.EncodeI32(budget))
+	time.AfterFunc(20*time.Millisecond, func() { counter.Set(api.EncodeI32(stopValue)) })
+	start := time.Now()
+	if _, err := call(t, after, "count", 1<<31-1); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("stop in a loop: %v", err)
+	}
+	t.Logf("loop stopped after %v", time.Since(start))
 }
 
 // Every first-party and test plugin is instrumented and still compiles.
