@@ -384,7 +384,7 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		inst.wd = newWatchdog(counter)
 	}
 	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
-		inst.wd.arm(ictx)
+		inst.wd.arm(ictx, max(v.limits.CallTimeout, initTimeout))
 		_, err := init.Call(ictx)
 		inst.wd.disarm()
 		if err != nil {
@@ -608,20 +608,20 @@ func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32
 	inst.stderr.reset()
 	inst.buf = input(inst.buf[:0])
 	n := uint32(len(inst.buf))
-	inst.wd.arm(cctx)
+	inst.wd.arm(ctx, v.limits.CallTimeout)
 	callErr := inst.write(cctx, n)
 	if callErr == nil {
 		inst.stack[0], inst.stack[1], inst.stack[2] = api.EncodeI32(id), api.EncodeU32(inst.bufPtr), api.EncodeU32(n)
 		callErr = inst.handle.CallWithStack(cctx, inst.stack[:])
 	}
-	inst.wd.disarm()
+	expired := inst.wd.disarm()
 	inst.stdout.flush()
 	inst.stderr.flush()
 	if cs.dropped > 0 {
 		v.rt.logger.Warn("plugin output truncated", "plugin", v.name, "dropped_bytes", cs.dropped, "limit", v.limits.MaxLogBytes)
 	}
 	if callErr != nil {
-		pe := v.classify(ctx, cctx, kind, name, callErr, inst)
+		pe := v.classify(ctx, cctx, expired, kind, name, callErr, inst)
 		v.discard(inst)
 		return nil, pe
 	}
@@ -674,7 +674,9 @@ func nonEmpty(s, def string) string {
 }
 
 // classify turns a failed guest call into a PluginError.
-func (v *version) classify(parent, cctx context.Context, kind abi.Kind, name string, err error, inst *instance) *PluginError {
+// expired: the watchdog stopped the guest at the call's deadline (its
+// timer may fire a moment before cctx's own).
+func (v *version) classify(parent, cctx context.Context, expired bool, kind abi.Kind, name string, err error, inst *instance) *PluginError {
 	pe := &PluginError{Plugin: v.name, Handler: kind.String(), Name: name}
 	stderr := inst.stderr.summary()
 	var exit *sys.ExitError
@@ -683,7 +685,7 @@ func (v *version) classify(parent, cctx context.Context, kind abi.Kind, name str
 		pe.Kind, pe.Message = KindUnavailable, "plugin runtime closed during the call"
 	case parent.Err() != nil:
 		pe.Kind, pe.Message = KindCanceled, "caller's context ended during the call: "+parent.Err().Error()
-	case errors.Is(cctx.Err(), context.DeadlineExceeded):
+	case expired || errors.Is(cctx.Err(), context.DeadlineExceeded):
 		pe.Kind, pe.Message = KindTimeout, fmt.Sprintf("call exceeded the %s call timeout", v.limits.CallTimeout)
 	case inst.stderr.oom:
 		pe.Kind, pe.Message = KindOOM, fmt.Sprintf("out of memory (limit %d bytes): %s", v.limits.MemoryLimit, stderr)

@@ -12,29 +12,32 @@ import (
 // not trapped yet (see watchdog).
 const reassertEvery = 5 * time.Millisecond
 
-// watchdog stops an instrumented instance's call (see instrument) when the
-// call's context ends, by writing stopValue into the guest's interrupt
-// counter; the guest traps at its next function entry or loop header, and
-// the caller, seeing the context's error, reports a timeout or a
-// cancellation. After every call the counter is set back to budget.
+// watchdog stops an instrumented instance's call (see instrument) at its
+// deadline (its own reusable timer) or when the caller's context ends
+// (context.AfterFunc on that context, only if it can end), by writing
+// stopValue into the guest's interrupt counter; the guest traps at its next
+// check, and the caller classifies the error (disarm reports whether the
+// deadline passed). After every call the counter is set back to budget.
 //
 // The guest itself decrements the counter, so it can overwrite a stop
-// written between its read and its write; while the call has not ended the
-// stop is therefore written again every reassertEvery (a two-instruction
-// window: in practice the first write is the one that counts).
+// written between its read and its write; once stopping, the stop is
+// therefore written again every reassertEvery until the call ends.
 //
 // Locking: mu serializes the host's writes of the counter (the call's
-// goroutine in disarm; the context and timer callbacks). gen tells a
-// context callback of an earlier call (one that started before disarm took
-// mu) from the current one.
+// goroutine in arm/disarm; the timer and context callbacks). gen tells a
+// context callback of an earlier call from the current one; a timer
+// callback of an earlier call finds the current call's deadline not yet
+// passed and does nothing.
 type watchdog struct {
 	counter api.MutableGlobal
-	timer   *time.Timer // re-asserts a stop; runs only while stopping
+	timer   *time.Timer // the deadline, then re-asserts the stop
 
 	mu       sync.Mutex
 	gen      uint64
 	armed    bool
+	deadline time.Time
 	stopping bool
+	expired  bool // the deadline passed while armed
 	killed   bool // the plugin version is closing: stop every call
 	stopCtx  func() bool
 }
@@ -46,20 +49,27 @@ func newWatchdog(counter api.MutableGlobal) *watchdog {
 	return w
 }
 
-// arm watches ctx for the call about to start.
-func (w *watchdog) arm(ctx context.Context) {
+// arm watches the call about to start: it is stopped when parent ends or
+// after timeout.
+func (w *watchdog) arm(parent context.Context, timeout time.Duration) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
 	w.gen++
 	gen := w.gen
-	w.armed, w.stopping = true, false
+	w.armed, w.stopping, w.expired = true, false, false
+	w.deadline = time.Now().Add(timeout)
 	if w.killed {
 		w.stopLocked()
+	} else {
+		w.timer.Reset(timeout)
 	}
 	w.mu.Unlock()
-	w.stopCtx = context.AfterFunc(ctx, func() { w.stop(gen) })
+	w.stopCtx = nil
+	if parent.Done() != nil {
+		w.stopCtx = context.AfterFunc(parent, func() { w.stop(gen) })
+	}
 }
 
 // kill stops the current call, if any, and every later one: the plugin
@@ -73,17 +83,21 @@ func (w *watchdog) kill() {
 	}
 }
 
-// disarm ends the watch and gives the next call a full budget.
-func (w *watchdog) disarm() {
+// disarm ends the watch, gives the next call a full budget and reports
+// whether the call's deadline passed while it ran.
+func (w *watchdog) disarm() (expired bool) {
 	if w == nil {
-		return
+		return false
 	}
-	w.stopCtx()
+	if w.stopCtx != nil {
+		w.stopCtx()
+	}
 	w.timer.Stop()
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.armed, w.stopping = false, false
 	w.counter.Set(api.EncodeI32(budget))
-	w.mu.Unlock()
+	return w.expired
 }
 
 // close releases the timer of a discarded instance.
@@ -93,6 +107,7 @@ func (w *watchdog) close() {
 	}
 }
 
+// stop is the caller's context ending.
 func (w *watchdog) stop(gen uint64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -108,12 +123,18 @@ func (w *watchdog) stopLocked() {
 	w.timer.Reset(reassertEvery)
 }
 
+// tick is the deadline, or a re-assertion of a stop.
 func (w *watchdog) tick() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.armed || !w.stopping {
+	if !w.armed {
 		return
 	}
-	w.counter.Set(api.EncodeI32(stopValue))
-	w.timer.Reset(reassertEvery)
+	if !w.stopping {
+		if time.Now().Before(w.deadline) {
+			return // a late callback of an earlier call
+		}
+		w.expired = true
+	}
+	w.stopLocked()
 }
