@@ -89,7 +89,7 @@ func TestReport(t *testing.T) {
 		rowB := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
 			Baseline: "raw Badger sync txn, " + writers, BaseVal: rb.Rate(), Note: note}
 		rowF := report.Row{Bench: "catalog", Figure: fig, Value: cr.Rate(), Unit: "commits/s",
-			Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs.Rate(),
+			Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs.Rate(), BaseUnit: "fsyncs/s",
 			Note: fmt.Sprintf("%.1f commits per Badger txn (one fsync each); raw fsync p50 %v", perTxn, fs.P50.Round(time.Microsecond))}
 		// Issue 2 asks for "far fewer Badger transactions than writes" at
 		// 256 writers; the rate targets are this package's own reading of

@@ -109,20 +109,21 @@ func ParseBroadcast(out string) ([]Row, error) {
 		return nil, fmt.Errorf("report: broadcast: no raw fsync / minimal handler row in its table (format changed?)")
 	}
 	detail := func(r broadcastRow) string {
-		s := fmt.Sprintf("p50 %s, p99 %s, CPU %s per broadcast", dur(r.p50), dur(r.p99), dur(r.cpu))
+		per := "op"
+		if strings.HasPrefix(r.name, "in-process") || strings.HasPrefix(r.name, "HTTP") {
+			per = "broadcast"
+		}
+		s := fmt.Sprintf("p50 %s, p99 %s, CPU %s per %s", dur(r.p50), dur(r.p99), dur(r.cpu), per)
 		if rc, ok := rounds[r.clients]; ok && strings.HasPrefix(r.name, "in-process") {
 			s += fmt.Sprintf("; %.2f commit rounds (fsyncs) and %.1f commits per broadcast", rc[0], rc[1])
 		}
 		return s
 	}
 	// why explains a throughput miss: CPU-bound or waiting (see cpuBound),
-	// with the commit rounds (fsyncs) per broadcast.
+	// with the latencies and commit rounds (fsyncs) per broadcast.
 	why := func(r broadcastRow, need float64) string {
-		s := fmt.Sprintf("needs %.0f/s; ", need) + cpuBound(r.rate, need, r.cpu, "broadcast")
-		if rc, ok := rounds[r.clients]; ok && strings.HasPrefix(r.name, "in-process") {
-			s += fmt.Sprintf(" — %.2f commit rounds (fsyncs) and %.1f commits per broadcast", rc[0], rc[1])
-		}
-		return s + "; " + detail(r)
+		// detail carries the commit rounds (fsyncs) per broadcast.
+		return fmt.Sprintf("needs %.0f/s; ", need) + cpuBound(r.rate, need, r.cpu, "broadcast") + "; " + detail(r)
 	}
 	const fsBase = "raw fsync (4 KiB write + fdatasync), 1 writer"
 	var rows []Row
@@ -138,13 +139,13 @@ func ParseBroadcast(out string) ([]Row, error) {
 	}
 	if r, ok := find("in-process Submit", 256); ok {
 		add(Row{Bench: bench, Figure: "FastAck to 4 vchannels, in-process, 256 clients", Value: r.rate, Unit: "broadcasts/s",
-			Baseline: fsBase, BaseVal: fs.rate, Target: "≥ 5 per raw fsync", MinRatio: 5, Note: detail(r)}, why(r, 5*fs.rate))
+			Baseline: fsBase, BaseVal: fs.rate, BaseUnit: "fsyncs/s", Target: "≥ 5 per raw fsync", MinRatio: 5, Note: detail(r)}, why(r, 5*fs.rate))
 	} else {
 		rows = append(rows, Row{Bench: bench, Figure: "FastAck, in-process, 256 clients", Target: "≥ 5 per raw fsync", Missing: "no such row in bench/broadcast's table"})
 	}
 	if r, ok := find("HTTP POST", 64); ok {
 		add(Row{Bench: bench, Figure: "FastAck over HTTP, 64 clients", Value: r.rate, Unit: "broadcasts/s",
-			Baseline: "minimal net/http JSON handler, 64 clients", BaseVal: mh.rate, Target: "≥ 0.3× minimal handler", MinRatio: 0.3,
+			Baseline: "minimal net/http JSON handler, 64 clients", BaseVal: mh.rate, BaseUnit: "requests/s", Target: "≥ 0.3× minimal handler", MinRatio: 0.3,
 			Note: detail(r)}, why(r, 0.3*mh.rate)+fmt.Sprintf(" (minimal handler: %s CPU per request)", dur(mh.cpu)))
 	} else {
 		rows = append(rows, Row{Bench: bench, Figure: "FastAck over HTTP, 64 clients", Target: "≥ 0.3× minimal handler", Missing: "no such row in bench/broadcast's table"})
@@ -170,7 +171,11 @@ func ParseBroadcast(out string) ([]Row, error) {
 		if r.clients == 1 {
 			fig = fmt.Sprintf("%s, 1 client", r.name)
 		}
-		add(Row{Bench: bench, Figure: fig, Value: r.rate, Unit: "ops/s", Baseline: fsBase, BaseVal: fs.rate, Note: detail(r)}, "")
+		unit := "broadcasts/s"
+		if !strings.HasPrefix(r.name, "in-process") && !strings.HasPrefix(r.name, "HTTP") {
+			unit = "ops/s"
+		}
+		add(Row{Bench: bench, Figure: fig, Value: r.rate, Unit: unit, Baseline: fsBase, BaseVal: fs.rate, BaseUnit: "fsyncs/s", Note: detail(r)}, "")
 	}
 	return rows, nil
 }
@@ -229,8 +234,8 @@ func ParsePlugins(out string) ([]Row, error) {
 		if e, ok := get("hostd-empty-handler", s); ok {
 			part("fixed cost of a call through hostd's runtime (empty handler)", e)
 		}
-		if w, ok := get("wazero-raw+close-on-ctx-done", s); ok {
-			part("the same work in bare wazero with close-on-ctx-done", w)
+		if w, ok := get("wazero-raw", s); ok {
+			part("the same work exported from a guest and called through bare wazero (the floor)", w)
 		}
 		return fmt.Sprintf("where hostd's %s CPU per call goes (same run): %s", dur(time.Duration(h)), strings.Join(parts, "; "))
 	}
@@ -350,7 +355,7 @@ func ParseLocks(out string) ([]Row, error) {
 	}
 	rows = append(rows, r)
 	rows = append(rows, Row{Bench: bench, Figure: "lease acquire+release over HTTP, 1 client", Value: h1, Unit: "pairs/s",
-		Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs, Note: "bounded by the fsync rate: each pair waits for its durable commits"}.Finish())
+		Baseline: "raw write+fdatasync, 1 writer", BaseVal: fs, BaseUnit: "fsyncs/s", Note: "bounded by the fsync rate: each pair waits for its durable commits"}.Finish())
 	for _, rb := range []struct{ key, name string }{{"redis-fsync", "Redis appendfsync always"}, {"redis-nopersist", "Redis without persistence"}} {
 		for _, c := range []string{"64", "1"} {
 			fig := fmt.Sprintf("lease acquire+release over HTTP, %s clients", c)
@@ -358,6 +363,9 @@ func ParseLocks(out string) ([]Row, error) {
 				fig = "lease acquire+release over HTTP, 1 client"
 			}
 			base := fmt.Sprintf("%s: SET NX PX + Lua compare-and-delete, %s clients", rb.name, c)
+			if c == "1" {
+				base = rb.name + ": SET NX PX + Lua compare-and-delete, 1 client"
+			}
 			v := pairs[rb.key+"/c="+c]
 			switch {
 			case v > 0:

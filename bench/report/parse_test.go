@@ -41,6 +41,14 @@ func TestParseBroadcast(t *testing.T) {
 	if r.Value != 968 || r.BaseVal != 923 || r.Met == nil || *r.Met || !strings.Contains(r.Note, "needs 4615/s") {
 		t.Fatalf("in-process@256: %+v", r)
 	}
+	if n := strings.Count(r.Note, "commit rounds"); n != 1 {
+		t.Fatalf("the reason names the commit rounds %d times: %s", n, r.Note)
+	}
+	var b strings.Builder
+	Render(&b, rows)
+	if !strings.Contains(b.String(), "| raw fsync (4 KiB write + fdatasync), 1 writer: 923 fsyncs/s |") {
+		t.Fatalf("the fsync baseline is not in fsyncs/s:\n%s", b.String())
+	}
 	r = find(t, rows, "FastAck over HTTP, 64 clients", "minimal net/http")
 	if r.Value != 751 || r.BaseVal != 4598 || *r.Met || !strings.Contains(r.Note, "minimal handler: 89µs CPU per request") {
 		t.Fatalf("http@64: %+v", r)

@@ -31,14 +31,15 @@ const EnvRows = "HOSTD_BENCH_ROWS"
 
 // Row is one figure of the report.
 type Row struct {
-	Bench    string  `json:"bench"`            // package or area, e.g. "catalog"
-	Figure   string  `json:"figure"`           // what was measured, e.g. "Commit, 256 writers"
-	Value    float64 `json:"value"`            // the measured figure
-	Unit     string  `json:"unit"`             // e.g. "commits/s", "ns/op"
-	Baseline string  `json:"baseline"`         // the baseline's name, measured in the same run
-	BaseVal  float64 `json:"baseline_value"`   // the baseline's figure (same unit)
-	Ratio    float64 `json:"ratio,omitempty"`  // Value/BaseVal unless set
-	Target   string  `json:"target,omitempty"` // e.g. "≥ 5× raw fsync"
+	Bench    string  `json:"bench"`                   // package or area, e.g. "catalog"
+	Figure   string  `json:"figure"`                  // what was measured, e.g. "Commit, 256 writers"
+	Value    float64 `json:"value"`                   // the measured figure
+	Unit     string  `json:"unit"`                    // e.g. "commits/s", "ns/op"
+	Baseline string  `json:"baseline"`                // the baseline's name, measured in the same run
+	BaseVal  float64 `json:"baseline_value"`          // the baseline's figure (in Unit unless BaseUnit is set)
+	BaseUnit string  `json:"baseline_unit,omitempty"` // the baseline's unit when it differs (e.g. "fsyncs/s")
+	Ratio    float64 `json:"ratio,omitempty"`         // Value/BaseVal unless set
+	Target   string  `json:"target,omitempty"`        // e.g. "≥ 5× raw fsync"
 	// MinRatio, when > 0, is the target as a ratio: Met = Ratio >= MinRatio
 	// (MaxRatio: Ratio <= MaxRatio, for costs).
 	MinRatio float64 `json:"min_ratio,omitempty"`
@@ -194,7 +195,7 @@ func Render(w io.Writer, rows []Row) {
 		}
 		val, base := num(r.Value)+" "+r.Unit, ""
 		if r.Baseline != "" {
-			base = fmt.Sprintf("%s: %s %s", r.Baseline, num(r.BaseVal), r.Unit)
+			base = fmt.Sprintf("%s: %s %s", r.Baseline, num(r.BaseVal), r.baseUnit())
 		}
 		note := r.Note
 		if r.Missing != "" {
@@ -253,6 +254,13 @@ func status(r Row) string {
 	default:
 		return "**MISSED**"
 	}
+}
+
+func (r Row) baseUnit() string {
+	if r.BaseUnit != "" {
+		return r.BaseUnit
+	}
+	return r.Unit
 }
 
 // RatioText is the ratio as the table shows it ("0.62×", "38×").
