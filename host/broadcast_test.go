@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -180,5 +181,30 @@ func TestBroadcastBadInput(t *testing.T) {
 	}
 	if strings.Contains(strings.ToLower(logs.String()), "panic") {
 		t.Fatalf("recovered panic in the log:\n%s", logs.String())
+	}
+}
+
+// TestConfiguredVChannelTopicsCannotBeDeleted: deleting a topic behind
+// broadcast.vchannels would make every broadcast to it fail until a
+// restart recreated it (found by FuzzAPI); it is refused with a stable
+// code, and broadcasts keep working.
+func TestConfiguredVChannelTopicsCannotBeDeleted(t *testing.T) {
+	_, c, _ := startBroadcastHost(t)
+	ctx := context.Background()
+	_, err := c.DeleteTopic(ctx, "orders")
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status/100 != 4 || !strings.Contains(ae.Message, "broadcast.vchannels") {
+		t.Fatalf("delete of a configured topic: %v", err)
+	}
+	res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", VChannels: []string{"orders/0", "orders/1"}})
+	if err != nil || res.State != "TOMBSTONE" {
+		t.Fatalf("broadcast after the refused delete: %+v %v", res, err)
+	}
+	// Other topics can still be deleted.
+	if _, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "scratch", Queues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeleteTopic(ctx, "scratch"); err != nil {
+		t.Fatalf("delete of an unpinned topic: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -37,7 +38,7 @@ func openMapping(ctx context.Context, h *Host) error {
 		brokers[i] = mapping.Broker{Name: b.Name, Labels: b.Labels}
 	}
 	m, err := mapping.Open(ctx, mapping.Config{
-		Store: h.Catalog(), WAL: h.wal, Brokers: brokers,
+		Store: h.Catalog(), WAL: h.wal, Brokers: brokers, Pinned: vchannelTopics(h.Config().Broadcast.Vchannels),
 		LookupPolicy: func(name string) (mapping.Policy, bool) {
 			if h.plugins == nil || !h.plugins.HasPolicy(name) {
 				return nil, false
@@ -101,6 +102,18 @@ func (h *Host) Mapping() *mapping.Mapping { return h.mapping }
 
 // ensureVChannelTopics creates (or grows) the topics of configured
 // vchannels "topic/N" so that they exist for broadcasts.
+// vchannelTopics returns the topics behind vcs (malformed names are left
+// to ensureVChannelTopics to report).
+func vchannelTopics(vcs []string) []string {
+	var out []string
+	for _, vc := range vcs {
+		if t, _, err := mapping.ParseVChannel(vc); err == nil && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func ensureVChannelTopics(ctx context.Context, m *mapping.Mapping, vcs []string) error {
 	need := map[string]int{}
 	for _, vc := range vcs {

@@ -42,6 +42,10 @@ type Config struct {
 	// LookupPolicy finds policies not in Policies (the host adapts plugin
 	// policies of runtime/wasm to it, so plugins loaded later are found).
 	LookupPolicy func(name string) (Policy, bool)
+	// Pinned topics cannot be deleted (ErrReserved): the host pins the
+	// topics behind the configured broadcast.vchannels, which broadcasts
+	// would otherwise fail on until a restart recreated them.
+	Pinned []string
 	// ControlRetention is the control channel's retention. Default: none.
 	ControlRetention Retention
 	// RetentionInterval is how often Run applies retention. Default 1m.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -227,6 +228,9 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 	}
 	if c.Topic == ControlTopic && (c.Kind == KindGrow || c.Kind == KindDelete) {
 		return nil, fmt.Errorf("%w: %s of %q is not allowed (it has exactly one logic queue)", ErrReserved, c.Kind, ControlTopic)
+	}
+	if c.Kind == KindDelete && slices.Contains(m.cfg.Pinned, c.Topic) {
+		return nil, fmt.Errorf("%w: topic %q backs vchannels listed in the configuration (broadcast.vchannels); remove them there and restart before deleting it", ErrReserved, c.Topic)
 	}
 	p := &Plan{Change: c}
 	var nextID uint64
