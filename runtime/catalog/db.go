@@ -421,10 +421,11 @@ func (b badgerLogger) Errorf(f string, a ...any) {
 func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
 }
+
 // Infof and Debugf format only when debug logging is on: Badger logs on
 // every commit path, and formatting a message nobody reads cost ~3% of CPU
 // per durable write.
-func (b badgerLogger) Infof(f string, a ...any) { b.debug(f, a) }
+func (b badgerLogger) Infof(f string, a ...any)  { b.debug(f, a) }
 func (b badgerLogger) Debugf(f string, a ...any) { b.debug(f, a) }
 func (b badgerLogger) debug(f string, a []any) {
 	if !b.l.Enabled(context.Background(), slog.LevelDebug) {
