@@ -65,7 +65,7 @@ func openPlugins(ctx context.Context, h *Host) error {
 	for _, p := range pc.List {
 		cfg.Plugins = append(cfg.Plugins, wasm.Spec{Name: p.Name, Path: p.Path, Config: p.Config, Limits: wasm.Limits{
 			CallTimeout: p.CallTimeout, MemoryLimit: uint64(p.MemoryLimit), PoolSize: p.PoolSize,
-			KVMaxKeys: p.KVMaxKeys, KVMaxBytes: int64(p.KVMaxBytes),
+			KVMaxKeys: p.KVMaxKeys, KVMaxBytes: int64(p.KVMaxBytes), Interrupt: p.Interrupt,
 		}})
 	}
 	rt, err := wasm.New(ctx, cfg)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/internal/wasmtest"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
@@ -117,5 +118,41 @@ func TestPluginsThroughTheDaemon(t *testing.T) {
 	}
 	if _, err := h.plugins.Ack(ctx, &abi.Message{Type: "Loop", Payload: []byte("ok")}); err != nil {
 		t.Fatalf("call after the timeout: %v", err)
+	}
+}
+
+// TestPluginInterruptSetting: plugins.list[].interrupt reaches the runtime:
+// the default rewrites the module (instrumented), close-on-context-done
+// keeps it unmodified, and both are shown by the API.
+func TestPluginInterruptSetting(t *testing.T) {
+	echo := wasmtest.Build(t, "../runtime/wasm/testdata/echo")
+	faults := wasmtest.Build(t, "../runtime/wasm/testdata/faults")
+	cfg := testConfig(t)
+	cfg.API.RequestTimeout = 5 * time.Minute
+	cfg.Plugins.List = []config.Plugin{
+		{Name: "fast", Path: echo},
+		{Name: "plain", Path: faults, Interrupt: "close-on-context-done"},
+	}
+	if err := os.Symlink(wasmtest.CacheDir(), filepath.Join(cfg.Data.Dir, "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
+	h := startHost(t, cfg)
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.ListPlugins(context.Background(), client.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range l.Items {
+		got[p.Name] = p.Interrupt
+		if p.Name == "plain" && !strings.Contains(p.InterruptReason, "configured") {
+			t.Errorf("plain: interrupt reason %q does not say it was configured", p.InterruptReason)
+		}
+	}
+	if got["fast"] != "instrumented" || got["plain"] != "close-on-context-done" {
+		t.Fatalf("interrupt modes %v", got)
 	}
 }

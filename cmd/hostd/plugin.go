@@ -76,10 +76,14 @@ func printPlugins(g *globals, v any, ps []client.Plugin) error {
 		case p.StartFailures > 0:
 			status = fmt.Sprintf("failing to start (%d)", p.StartFailures)
 		}
+		interrupt := p.Interrupt
+		if interrupt == "" {
+			interrupt = "-"
+		}
 		rows = append(rows, []string{p.Name, sum, abiStr(p.ABI), strings.Join(regs, ","),
-			fmt.Sprintf("%d/%d", p.Live, p.PoolSize), strconv.FormatUint(p.Calls, 10), strconv.FormatUint(p.Failures, 10), status})
+			fmt.Sprintf("%d/%d", p.Live, p.PoolSize), strconv.FormatUint(p.Calls, 10), strconv.FormatUint(p.Failures, 10), interrupt, status})
 	}
-	return g.print(v, []string{"NAME", "SHA256", "ABI", "REGISTRATIONS", "POOL", "CALLS", "FAILURES", "STATUS"}, rows)
+	return g.print(v, []string{"NAME", "SHA256", "ABI", "REGISTRATIONS", "POOL", "CALLS", "FAILURES", "INTERRUPT", "STATUS"}, rows)
 }
 
 func abiStr(v int) string {

@@ -47,6 +47,11 @@ type Plugin struct {
 	PoolSize    int           `koanf:"pool_size"`
 	KVMaxKeys   int64         `koanf:"kv_max_keys"`
 	KVMaxBytes  ByteSize      `koanf:"kv_max_bytes"`
+	// Interrupt is how a call timeout stops this plugin's guest: "" or
+	// "auto" (rewrite the module with an interrupt check, falling back
+	// when it cannot) or "close-on-context-done" (never rewrite; guest
+	// loops run many times slower). docs/plugin-abi.md, "Timeouts".
+	Interrupt string `koanf:"interrupt"`
 }
 
 var pluginNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
@@ -97,6 +102,11 @@ func (c *Plugins) validate(p *problems) {
 		}
 		if pl.KVMaxKeys < 0 || pl.KVMaxBytes < 0 {
 			p.add(key, "kv_max_keys and kv_max_bytes must be >= 0")
+		}
+		switch pl.Interrupt {
+		case "", "auto", "close-on-context-done":
+		default:
+			p.add(key+".interrupt", "must be \"auto\" or \"close-on-context-done\", got %q", pl.Interrupt)
 		}
 	}
 }

@@ -45,14 +45,14 @@ plugins:
 
 func TestPluginListProblems(t *testing.T) {
 	cfg := Default()
-	cfg.Plugins.List = []Plugin{{}, {Name: "Bad Name"}, {Name: "a"}, {Name: "a", PoolSize: -1, MemoryLimit: 1}}
+	cfg.Plugins.List = []Plugin{{}, {Name: "Bad Name"}, {Name: "a"}, {Name: "a", PoolSize: -1, MemoryLimit: 1}, {Name: "b", Interrupt: "sometimes"}}
 	cfg.Plugins.KVMaxKeys = 0
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("invalid plugin list accepted")
 	}
 	for _, want := range []string{"plugins.list[0]: name or path is required", "plugins.list[1].name", `"a" is listed twice`,
-		"plugins.list[3].pool_size", "plugins.list[3].memory_limit", "plugins.kv_max_keys"} {
+		"plugins.list[3].pool_size", "plugins.list[3].memory_limit", "plugins.kv_max_keys", `plugins.list[4].interrupt: must be "auto" or "close-on-context-done", got "sometimes"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
