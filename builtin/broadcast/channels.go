@@ -44,10 +44,7 @@ func (c ResolverChannels) Append(ctx context.Context, entries []AppendEntry) ([]
 		wg.Add(1)
 		go func(vc string, is []int) {
 			defer wg.Done()
-			recs := make([]wal.Record, len(is))
-			for j, i := range is {
-				recs[j] = wal.Record{Payload: entries[i].Payload, Props: entries[i].Properties}
-			}
+			recs := recordsOf(entries, is)
 			pos, err := c.R.Append(ctx, vc, recs)
 			if err == nil && len(pos) != len(recs) {
 				err = fmt.Errorf("broadcast: resolver returned %d positions for %d records", len(pos), len(recs))
@@ -80,6 +77,15 @@ func (c ResolverChannels) AppendAtomic(ctx context.Context, entries []AppendEntr
 	return outs, nil
 }
 
+// recordsOf returns the WAL records of entries[is...], in that order.
+func recordsOf(entries []AppendEntry, is []int) []wal.Record {
+	recs := make([]wal.Record, len(is))
+	for j, i := range is {
+		recs[j] = wal.Record{Payload: entries[i].Payload, Props: entries[i].Properties}
+	}
+	return recs
+}
+
 func groupByVChannel(entries []AppendEntry) (map[string][]int, []string) {
 	idx := map[string][]int{}
 	var order []string
@@ -100,12 +106,7 @@ func (c ResolverChannels) appendMulti(ctx context.Context, ma wal.MultiAppender,
 	order []string, idx map[string][]int, outs []AppendOutcome, extra []catalog.Op, atomic bool) bool {
 	batches := make([]wal.ChannelRecords, len(order))
 	for k, vc := range order {
-		is := idx[vc]
-		recs := make([]wal.Record, len(is))
-		for j, i := range is {
-			recs[j] = wal.Record{Payload: entries[i].Payload, Props: entries[i].Properties}
-		}
-		batches[k] = wal.ChannelRecords{VChannel: vc, Recs: recs}
+		batches[k] = wal.ChannelRecords{VChannel: vc, Recs: recordsOf(entries, idx[vc])}
 	}
 	pos, err := ma.AppendMulti(ctx, batches, extra)
 	if err == nil && len(pos) != len(order) {

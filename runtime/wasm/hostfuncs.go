@@ -243,6 +243,20 @@ func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
 	cs.hasError, cs.errMsg = true, string(b)
 }
 
+// kvValue reads a put's value (stack[2], stack[3]: pointer, length): at
+// most abi.MaxValueLen bytes, in bounds. On failure it returns the status
+// to put in stack[0].
+func kvValue(mod api.Module, stack []uint64, cs *callState) ([]byte, uint64, bool) {
+	if api.DecodeU32(stack[3]) > abi.MaxValueLen {
+		return nil, cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be at most %d bytes", abi.MaxValueLen)), false
+	}
+	val, ok := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	if !ok {
+		return nil, cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be in bounds and at most %d bytes", abi.MaxValueLen)), false
+	}
+	return val, 0, true
+}
+
 func kvArgs(ctx context.Context, mod api.Module, stack []uint64, cs *callState) ([]byte, uint64, bool) {
 	if cs == nil {
 		return nil, api.EncodeI64(-int64(abi.StatusNoContext)), false
@@ -289,13 +303,9 @@ func hostKVPut(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = r
 		return
 	}
-	if api.DecodeU32(stack[3]) > abi.MaxValueLen {
-		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be at most %d bytes", abi.MaxValueLen))
-		return
-	}
-	val, okv := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	if !okv {
-		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be in bounds and at most %d bytes", abi.MaxValueLen))
+	val, r, ok := kvValue(mod, stack, cs)
+	if !ok {
+		stack[0] = r
 		return
 	}
 	if err := cs.kv.put(ctx, key, val, false); err != nil {

@@ -232,13 +232,9 @@ func hostKVPutFenced(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = r
 		return
 	}
-	if api.DecodeU32(stack[3]) > abi.MaxValueLen {
-		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be at most %d bytes", abi.MaxValueLen))
-		return
-	}
-	val, okv := read(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-	if !okv {
-		stack[0] = cs.fail(abi.StatusInvalid, fmt.Sprintf("value must be in bounds and at most %d bytes", abi.MaxValueLen))
+	val, r, ok := kvValue(mod, stack, cs)
+	if !ok {
+		stack[0] = r
 		return
 	}
 	lk, okk := readLockKey(mod, stack[4:8])
