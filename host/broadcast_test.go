@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hostd-dev/hostd/client"
 )
@@ -206,5 +207,41 @@ func TestConfiguredVChannelTopicsCannotBeDeleted(t *testing.T) {
 	}
 	if _, err := c.DeleteTopic(ctx, "scratch"); err != nil {
 		t.Fatalf("delete of an unpinned topic: %v", err)
+	}
+}
+
+// A broadcast whose task record can never fit one catalog value (under
+// max_payload, but with a large property) is refused with 413 naming the
+// limit, before any lock: an exclusive cluster broadcast right after it
+// is not blocked by it.
+func TestBroadcastRecordTooLarge(t *testing.T) {
+	h, c, _ := startBroadcastHost(t)
+	body := `{"type":"noop","payload_text":"` + strings.Repeat("x", 400<<10) + `","properties":{"p":"` + strings.Repeat("y", 500<<10) + `"},"timeout":"30s"}`
+	resp, err := http.Post(h.URL()+"/v1/broadcasts", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e struct {
+		ID    uint64 `json:"id"`
+		Error struct {
+			Code    string         `json:"code"`
+			Details map[string]any `json:"details"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+		t.Fatal(err)
+	}
+	d := e.Error.Details
+	if resp.StatusCode != 413 || e.Error.Code != "too_large" || e.ID != 0 ||
+		d["limit"] != float64(1<<20) || d["limit_option"] == nil || d["size"] == nil || d["what"] == nil {
+		t.Fatalf("got %d %+v", resp.StatusCode, e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop",
+		ResourceKeys: []client.ResourceKey{{Domain: "cluster", Key: "cluster", Mode: "exclusive"}}})
+	if err != nil || res.State != "TOMBSTONE" {
+		t.Fatalf("exclusive cluster broadcast after a refused one: %+v %v", res, err)
 	}
 }

@@ -101,8 +101,9 @@ func (e *Engine) Abandon(ctx context.Context, id uint64, by, reason string) (*Ta
 	rec.State = StateFailed
 	rec.FinishedAt = &now
 	rec.NextRetry = nil
+	by, reason = clipJSON(by, maxStoredNote), clipJSON(reason, maxStoredNote)
 	rec.Abandoned = &Abandon{By: by, Reason: reason, At: now}
-	rec.LastError = fmt.Sprintf("abandoned by %s: %s", by, reason)
+	rec.LastError = clipJSON(fmt.Sprintf("abandoned by %s: %s", by, reason), maxStoredError)
 	cpOps, cpVCs := t.unsavedLocked()
 	t.mu.Unlock()
 	if _, err := e.o.Store.Commit(ctx, &catalog.Batch{Ops: append(cpOps, catalog.Op{Key: taskKey(id), Value: mustJSON(&rec)})}); err != nil {
@@ -375,9 +376,16 @@ func (e *Engine) gc(ctx context.Context) error {
 			victims = append(victims, f.t)
 		}
 	}
-	const chunk = 128
+	// One commit deletes up to 128 tasks and about gcChunkOps keys (a task
+	// with 1,024 vchannels has 2,049 keys): Badger bounds the ops of one
+	// transaction.
+	const chunk, gcChunkOps = 128, 4096
 	for len(victims) > 0 {
-		n := min(chunk, len(victims))
+		n, nops := 0, 0
+		for n < len(victims) && n < chunk && (n == 0 || nops+1+2*len(victims[n].rec.VChannels) <= gcChunkOps) {
+			nops += 1 + 2*len(victims[n].rec.VChannels)
+			n++
+		}
 		part := victims[:n]
 		victims = victims[n:]
 		var ops []catalog.Op

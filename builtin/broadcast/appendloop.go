@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -154,12 +155,10 @@ func (e *Engine) appendRound(batch []*appendReq) {
 // entries are appended.
 func (e *Engine) appendPersisting(ctx context.Context, batch []*appendReq, entries []AppendEntry, fresh []*task) ([]AppendOutcome, error) {
 	var extra []catalog.Op
-	isFresh := make(map[*task]bool, len(fresh))
 	for _, t := range fresh {
 		t.mu.Lock()
 		extra = append(extra, t.persistOps...)
 		t.mu.Unlock()
-		isFresh[t] = true
 	}
 	if aa, ok := e.o.Channels.(AtomicAppender); ok {
 		outs, err := e.safeAppendAtomic(ctx, aa, entries, extra)
@@ -185,13 +184,17 @@ func (e *Engine) appendPersisting(ctx context.Context, batch []*appendReq, entri
 		e.markPersisted(fresh)
 		return e.safeAppend(ctx, entries)
 	}
-	perr = fmt.Errorf("broadcast: persist %d new task(s): %w", len(fresh), perr)
+	// The records together failed: commit each on its own (concurrently,
+	// the committer groups them), so that one record that can never fit
+	// does not hold back the others; a task whose own record fails for
+	// good is dropped (never appended, never answered with an ID).
+	failed := e.persistEach(ctx, fresh)
 	outs := make([]AppendOutcome, len(entries))
 	var rest []AppendEntry
 	var restIdx []int
 	for i, r := range batch {
-		if isFresh[r.t] {
-			outs[i].Err = perr
+		if err := failed[r.t]; err != nil {
+			outs[i].Err = err
 			continue
 		}
 		rest = append(rest, entries[i])
@@ -259,4 +262,42 @@ func (e *Engine) safeAppend(ctx context.Context, entries []AppendEntry) (outs []
 		}
 	}()
 	return e.o.Channels.Append(ctx, entries)
+}
+
+// persistEach commits the PENDING record of each task on its own and
+// returns the error of each task that failed (wrapping errDropped when the
+// failure is permanent: the task's driver then drops it).
+func (e *Engine) persistEach(ctx context.Context, fresh []*task) map[*task]error {
+	errs := make([]error, len(fresh))
+	var wg sync.WaitGroup
+	for i, t := range fresh {
+		t.mu.Lock()
+		ops := t.persistOps
+		t.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = e.o.Store.Commit(ctx, &catalog.Batch{Ops: ops})
+		}()
+	}
+	wg.Wait()
+	var ok []*task
+	failed := map[*task]error{}
+	for i, t := range fresh {
+		err := errs[i]
+		if err == nil {
+			ok = append(ok, t)
+			continue
+		}
+		err = fmt.Errorf("broadcast: persist task %d: %w", t.tid, err)
+		if permanentCommitError(err) && ctx.Err() == nil {
+			t.mu.Lock()
+			t.dropErr = err
+			t.mu.Unlock()
+			err = fmt.Errorf("%w: %w", errDropped, err)
+		}
+		failed[t] = err
+	}
+	e.markPersisted(ok)
+	return failed
 }

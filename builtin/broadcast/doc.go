@@ -54,6 +54,26 @@
 // the conflict counter. A crash before that commit leaves no trace of the
 // attempt; a crash after it is a finished task.
 //
+// # Sizes: nothing is promised that cannot be stored
+//
+// Before anything else (reservation, lock, ID), Submit sizes the task
+// record at its worst case — the request's base64 payload, properties,
+// every resource key (the type's and the cluster key included),
+// vchannels, idempotency key and scope, plus every field the engine may
+// add later at its largest (size.go; the kept error and abandon notes are
+// clipped when stored so their worst case is known) — against the
+// catalog's value limit (Options.MaxRecordBytes, from catalog.Limiter),
+// and the message with its headers against one WAL record
+// (Options.MaxMessageBytes). What can never fit is refused with a
+// *TooLargeError (ErrTooLarge; HTTP 413 naming the limit). New refuses
+// options whose MaxPayload can never fit (CheckLimits; the host's config
+// validation runs the same check). Should the PENDING commit still fail
+// for good (catalog.ErrTooLarge or ErrInvalid), the task is dropped: its
+// keys and idempotency reservation are released, nothing is appended and
+// the caller gets the error, never an ID. A wait that ends before the
+// PENDING commit returns no ID either. A callback whose writes can never
+// be committed ends the task FAILED (permanent), never a retry loop.
+//
 // # The nine steps (Engine.Submit and the task driver)
 //
 //  1. Lock: caller keys ∪ type keys (+ shared cluster key unless a cluster

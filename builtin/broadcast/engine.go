@@ -91,6 +91,11 @@ type task struct {
 	persistOps []catalog.Op
 	persisted  chan struct{} // closed once the task is in the catalog
 	createSpan trace.Span    // `create broadcast`, ended when persisted
+	// dropped is closed when the PENDING record failed to commit for good
+	// (dropErr says why): the task never existed, its keys are released.
+	// nil for a task loaded from the catalog.
+	dropped chan struct{}
+	dropErr error
 
 	done     chan struct{} // closed when the current run finishes
 	appended chan struct{} // closed when every vchannel has a checkpoint
@@ -109,6 +114,9 @@ func New(o Options) (*Engine, error) {
 		return nil, err
 	}
 	o.setDefaults()
+	if err := CheckLimits(o.MaxPayload, o.MaxKeyLen, nil, o.MaxRecordBytes, o.MaxMessageBytes); err != nil {
+		return nil, fmt.Errorf("broadcast: impossible options: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		o:        o,
@@ -219,6 +227,13 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 	if req.IdempotencyKey != "" {
 		ik = idemIndexKey(msg.Type, req.Scope, req.IdempotencyKey)
 	}
+	// Size the task record and the message at their worst case before any
+	// reservation, lock or ID: what can never be stored is refused now.
+	if err := e.checkSize(&taskRecord{Message: msg, VChannels: vcs, Keys: keys,
+		IdemKey: req.IdempotencyKey, Scope: req.Scope}); err != nil {
+		e.m.tooLarge.Add(ctx, 1)
+		return nil, err
+	}
 	for {
 		guard, err := e.o.Locker.Lock(ctx, keys)
 		if err != nil {
@@ -242,7 +257,11 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 				t := ent.task
 				e.mu.Unlock()
 				guard.Release()
-				return e.wait(ctx, t, wait, true)
+				res, err := e.wait(ctx, t, wait, true)
+				if errors.Is(err, errOriginalDropped) {
+					continue // the original was never persisted: go on as a new request
+				}
+				return res, err
 			default:
 				ch := ent.reserved
 				e.mu.Unlock()
@@ -306,7 +325,7 @@ func (e *Engine) normalize(ctx context.Context, req *Request) (Message, []string
 		return msg, nil, fmt.Errorf("%w: message type longer than 256 bytes", ErrInvalidRequest)
 	}
 	if len(msg.Payload) > e.o.MaxPayload {
-		return msg, nil, fmt.Errorf("%w: payload %d bytes, max %d", ErrTooLarge, len(msg.Payload), e.o.MaxPayload)
+		return msg, nil, &TooLargeError{What: "payload", Size: len(msg.Payload), Limit: e.o.MaxPayload, LimitOption: "broadcast.max_payload"}
 	}
 	for k := range msg.Properties {
 		if k == HeaderBroadcastID || k == HeaderMessageType || k == headerEpoch {
@@ -403,6 +422,9 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 		))
 	carrier := propagation.MapCarrier{}
 	propagation.TraceContext{}.Inject(ctx, carrier)
+	if len(carrier["tracestate"]) > maxTraceState {
+		delete(carrier, "tracestate") // bounded, so that the record's worst case is known
+	}
 	low := make(map[string]uint64, len(vcs))
 	for _, vc := range vcs {
 		n, err := e.o.Channels.Next(ctx, vc)
@@ -424,6 +446,7 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 	}
 	t.init()
 	t.persisted = make(chan struct{})
+	t.dropped = make(chan struct{})
 	t.persistOps = []catalog.Op{{Key: taskKey(id), Value: mustJSON(&t.rec)}}
 	t.createSpan = span
 	return t, nil
@@ -569,8 +592,19 @@ func (e *Engine) nextID(ctx context.Context) (uint64, error) {
 // wait blocks until the task reaches w or ctx ends.
 func (e *Engine) wait(ctx context.Context, t *task, w Wait, dup bool) (*Result, error) {
 	t.mu.Lock()
-	done, appended, persisted := t.done, t.appended, t.persisted
+	done, appended, persisted, dropped := t.done, t.appended, t.persisted, t.dropped
 	t.mu.Unlock()
+	// pending answers an original whose wait ended early: its ID only if
+	// the task is durably in the catalog, else only the error (an ID that
+	// was never persisted must not be handed out).
+	pending := func(err error) (*Result, error) {
+		select {
+		case <-persisted:
+			return &Result{ID: t.id(), State: StatePending}, err
+		default:
+			return nil, err
+		}
+	}
 	var ch <-chan struct{}
 	switch w {
 	case WaitPersisted:
@@ -584,16 +618,21 @@ func (e *Engine) wait(ctx context.Context, t *task, w Wait, dup bool) (*Result, 
 		select {
 		case <-ch:
 		case <-done:
+		case <-dropped:
+			if dup {
+				return nil, errOriginalDropped
+			}
+			return nil, t.dropErr
 		case <-ctx.Done():
 			if dup {
 				return nil, ctx.Err()
 			}
-			return &Result{ID: t.id(), State: StatePending}, ctx.Err()
+			return pending(ctx.Err())
 		case <-e.ctx.Done():
 			if dup {
 				return nil, ErrClosed
 			}
-			return &Result{ID: t.id(), State: StatePending}, ErrClosed
+			return pending(ErrClosed)
 		}
 	}
 	r := t.result()
@@ -637,7 +676,12 @@ func (e *Engine) startDriver(t *task) {
 		e.drive(ctx, t)
 		t.mu.Lock()
 		unpersisted := t.persistOps != nil
+		dropErr := t.dropErr
 		t.mu.Unlock()
+		if dropErr != nil {
+			e.drop(t, dropErr)
+			return
+		}
 		if unpersisted {
 			// Closed before the task was committed. An append still in
 			// the append loop may yet commit it (with its record, never
@@ -699,6 +743,9 @@ func (e *Engine) appendAll(ctx context.Context, t *task) bool {
 			if r.out.Err == nil {
 				pending--
 				continue
+			}
+			if errors.Is(r.out.Err, errDropped) {
+				return false // the PENDING record can never be committed
 			}
 			t.mu.Lock()
 			n := t.appendAttempts[r.vc]
@@ -946,7 +993,7 @@ func (e *Engine) callbackFailed(ctx context.Context, t *task, attempt int, cause
 	now := e.o.Clock.Now()
 	t.mu.Lock()
 	t.rec.Attempts = attempt
-	t.rec.LastError = cause.Error()
+	t.rec.LastError = clipJSON(cause.Error(), maxStoredError)
 	permanent := IsPermanent(cause)
 	exhausted := t.opts.MaxAttempts > 0 && attempt-t.rec.AttemptBase >= t.opts.MaxAttempts
 	d := backoff(attempt - t.rec.AttemptBase)
@@ -962,7 +1009,7 @@ func (e *Engine) callbackFailed(ctx context.Context, t *task, attempt int, cause
 		if !permanent {
 			reason = fmt.Sprintf("max_attempts %d reached", t.opts.MaxAttempts)
 		}
-		rec.LastError = fmt.Sprintf("%s: %v", reason, cause)
+		rec.LastError = clipJSON(fmt.Sprintf("%s: %v", reason, cause), maxStoredError)
 		e.fail(ctx, t, rec)
 		return false
 	}
@@ -1036,4 +1083,52 @@ func (e *Engine) finish(t *task, rec taskRecord) {
 		e.m.latency.Record(context.Background(), e.o.Clock.Now().Sub(started).Seconds())
 	}
 	e.m.finished.Add(context.Background(), 1, metricState(rec.State))
+}
+
+// errDropped marks the append outcomes of a task whose PENDING record
+// failed to commit for good; errOriginalDropped tells a duplicate waiting
+// on such a task to go on as a new request.
+var (
+	errDropped         = errors.New("broadcast: task dropped before it was persisted")
+	errOriginalDropped = errors.New("broadcast: original dropped before it was persisted")
+)
+
+// permanentCommitError reports whether a commit error can never go away
+// by retrying the same batch.
+func permanentCommitError(err error) bool {
+	return errors.Is(err, catalog.ErrTooLarge) || errors.Is(err, catalog.ErrInvalid)
+}
+
+// drop forgets a task whose PENDING record could not be committed for
+// good: nothing of it is in the catalog or appended, so its keys and its
+// idempotency reservation are released and its waiters get err (a
+// duplicate waiter goes on as a new request). It never got an ID anyone
+// was told about.
+func (e *Engine) drop(t *task, err error) {
+	e.mu.Lock()
+	if e.tasks[t.tid] == t {
+		delete(e.tasks, t.tid)
+		e.byState[StatePending]--
+	}
+	t.mu.Lock()
+	if t.rec.IdemKey != "" {
+		ik := idemIndexKey(t.rec.Message.Type, t.rec.Scope, t.rec.IdemKey)
+		if ent := e.index[ik]; ent != nil && ent.task == t {
+			delete(e.index, ik)
+		}
+	}
+	g := t.guard
+	t.guard = nil
+	t.persistOps = nil
+	t.mu.Unlock()
+	e.mu.Unlock()
+	if g != nil {
+		g.Release()
+	}
+	close(t.dropped)
+	t.createSpan.RecordError(err)
+	t.createSpan.SetStatus(codes.Error, "not persisted: "+err.Error())
+	t.createSpan.End()
+	e.m.dropped.Add(context.Background(), 1)
+	e.log.Error("broadcast dropped: its task record cannot be committed", "id", t.tid, "type", t.typ, "err", err)
 }

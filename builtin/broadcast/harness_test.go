@@ -53,6 +53,10 @@ type env struct {
 	opts   func(*Options)
 	reg    func(*Engine)
 	queues []string
+	// catOpts and walCfg, when set before open, adjust the catalog and
+	// WAL options (limits tests).
+	catOpts func(*catalog.Options)
+	walCfg  func(*wal.Config)
 }
 
 func newEnv(t *testing.T, queues []string, opts func(*Options), reg func(*Engine)) *env {
@@ -73,11 +77,18 @@ func newEnvAt(t *testing.T, dir string, queues []string, opts func(*Options), re
 func (v *env) open() error {
 	o := catalog.DefaultOptions(v.dir)
 	o.GCInterval = 0
+	if v.catOpts != nil {
+		v.catOpts(&o)
+	}
 	st, err := catalog.Open(o)
 	if err != nil {
 		return err
 	}
-	w, err := wal.Open(context.Background(), wal.Config{Store: st, Queues: v.queues})
+	wc := wal.Config{Store: st, Queues: v.queues}
+	if v.walCfg != nil {
+		v.walCfg(&wc)
+	}
+	w, err := wal.Open(context.Background(), wc)
 	if err != nil {
 		st.Close()
 		return err

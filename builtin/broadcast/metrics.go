@@ -14,6 +14,8 @@ type metrics struct {
 	callbackFailures  metric.Int64Counter
 	callbackConflicts metric.Int64Counter
 	finished          metric.Int64Counter
+	tooLarge          metric.Int64Counter
+	dropped           metric.Int64Counter
 	latency           metric.Float64Histogram
 	appendDuration    metric.Float64Histogram
 	callbackDuration  metric.Float64Histogram
@@ -53,6 +55,8 @@ func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
 	x.callbackAttempts = c("hostd.broadcast.callback.attempts", "Ack-callback runs, conflict re-runs included.")
 	x.callbackFailures = c("hostd.broadcast.callback.failures", "Ack-callback attempts that returned an error.")
 	x.callbackConflicts = c("hostd.broadcast.callback.conflicts", "Ack-callback re-runs after a plugin KV conflict.")
+	x.tooLarge = c("hostd.broadcast.too_large", "Broadcasts refused before any lock or ID because their task record or message can never be stored.")
+	x.dropped = c("hostd.broadcast.dropped", "Tasks dropped because their PENDING record failed to commit for good (never answered with an ID).")
 	x.finished = c("hostd.broadcast.finished", "Tasks that reached TOMBSTONE or FAILED, by state.")
 	if err != nil {
 		return nil, err

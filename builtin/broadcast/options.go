@@ -18,7 +18,7 @@ import (
 // Defaults of Options (and of the host's `broadcast:` config section).
 const (
 	DefaultMaxKeyLen     = 256
-	DefaultMaxPayload    = 1 << 20
+	DefaultMaxPayload    = 512 << 10 // base64 in the task record: 4/3 of it must fit one catalog value
 	DefaultMaxVChannels  = 1024
 	DefaultMaxLifetime   = 24 * time.Hour
 	DefaultMaxCount      = 8192
@@ -44,8 +44,18 @@ type Options struct {
 	AllowUnhandled bool
 	// MaxKeyLen is the longest idempotency key in bytes (default 256).
 	MaxKeyLen int
-	// MaxPayload is the largest message payload in bytes (default 1 MiB).
+	// MaxPayload is the largest message payload in bytes (default 512 KiB:
+	// the task record stores it base64-encoded, 4/3 of its size, and must
+	// fit one catalog value with the rest of the request).
 	MaxPayload int
+	// MaxRecordBytes is the largest catalog value (a task record). Default:
+	// the Store's own limit when it implements catalog.Limiter, else
+	// DefaultMaxRecordBytes.
+	MaxRecordBytes int
+	// MaxMessageBytes is the largest WAL record (payload + properties +
+	// headers). Default: DefaultMaxMessageBytes, capped 4 KiB below
+	// MaxRecordBytes.
+	MaxMessageBytes int
 	// MaxVChannels bounds the targets of one broadcast (default 1024).
 	MaxVChannels int
 	// MaxLifetime: finished tasks older than this are removed (default 24h).
@@ -70,6 +80,15 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxPayload == 0 {
 		o.MaxPayload = DefaultMaxPayload
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = DefaultMaxRecordBytes
+		if l, ok := o.Store.(catalog.Limiter); ok {
+			o.MaxRecordBytes = l.Limits().MaxValueSize
+		}
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = min(DefaultMaxMessageBytes, o.MaxRecordBytes-4<<10)
 	}
 	if o.MaxVChannels == 0 {
 		o.MaxVChannels = DefaultMaxVChannels
@@ -120,6 +139,8 @@ func (o *Options) Validate() error {
 	neg("max_key_len", int64(o.MaxKeyLen))
 	neg("max_payload", int64(o.MaxPayload))
 	neg("max_vchannels", int64(o.MaxVChannels))
+	neg("max_record_bytes", int64(o.MaxRecordBytes))
+	neg("max_message_bytes", int64(o.MaxMessageBytes))
 	neg("max_lifetime", int64(o.MaxLifetime))
 	neg("max_count", int64(o.MaxCount))
 	neg("check_interval", int64(o.CheckInterval))

@@ -73,6 +73,9 @@ type taskRecord struct {
 	// LowWater is each vchannel's next offset read before this task (or
 	// its latest epoch) was persisted: its appends are at or above it.
 	LowWater map[string]uint64 `json:"low_water,omitempty"`
+	// Fingerprint is the hex sha256 of the request (see fingerprint);
+	// records written before fingerprints existed have none.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // cpRecord is a persisted checkpoint (bc/c/<id>/<vchannel>).

@@ -46,8 +46,9 @@ type BroadcastRequest struct {
 	// Wait: "done" (default), "appended" or "persisted".
 	Wait string `json:"wait,omitempty"`
 	// Timeout bounds the wait ("5s"); default and maximum: the request
-	// timeout. When it ends first, an original request gets 202 with its
-	// ID and state PENDING; a duplicate gets 504 timeout.
+	// timeout. When it ends first, an original request whose task is
+	// persisted gets 202 with its ID and state PENDING; a duplicate, or an
+	// original not persisted yet, gets 504 timeout (no ID).
 	Timeout string `json:"timeout,omitempty"`
 }
 
@@ -265,6 +266,7 @@ func (b *BroadcastRequest) toRequest() (*broadcast.Request, error) {
 // broadcastError maps builtin/broadcast errors to API errors.
 func broadcastError(err error) *Error {
 	var rej *broadcast.RejectedError
+	var tl *broadcast.TooLargeError
 	switch {
 	case errors.As(err, &rej):
 		return FailedPrecondition("%v", err).With("reason", "rejected").With("type", rej.Type)
@@ -276,6 +278,8 @@ func broadcastError(err error) *Error {
 		return InvalidField("idempotency_key", "%v", err).With("reason", "key_too_long")
 	case errors.Is(err, broadcast.ErrInvalidRequest):
 		return BadRequest("%v", err)
+	case errors.As(err, &tl):
+		return TooLarge("%v", err).With("what", tl.What).With("size", tl.Size).With("limit", tl.Limit).With("limit_option", tl.LimitOption)
 	case errors.Is(err, broadcast.ErrTooLarge):
 		return TooLarge("%v", err)
 	case errors.Is(err, broadcast.ErrNotFound):

@@ -463,3 +463,23 @@ func checkRange(rtxn *badger.Txn, overlay map[string]overlayEntry, rc RangeCheck
 	}
 	return nil
 }
+
+// Limits are the sizes one record and one atomic commit can have.
+type Limits struct {
+	MaxKeySize   int   // largest key (max_key_size)
+	MaxValueSize int   // largest value (max_value_size)
+	MaxBatchSize int64 // one Batch's estimated size must stay below this
+	MaxBatchOps  int64 // one Batch's op count must stay below this
+}
+
+// Limits returns the limits Commit enforces, so that a writer can refuse
+// what can never be committed before it promises anything to its caller.
+func (db *DB) Limits() Limits {
+	size, count := db.c.maxTxn()
+	return Limits{MaxKeySize: db.opts.MaxKeySize, MaxValueSize: db.opts.MaxValueSize, MaxBatchSize: size, MaxBatchOps: count}
+}
+
+// Limiter is implemented by stores that can tell their Limits (*DB does).
+type Limiter interface {
+	Limits() Limits
+}
