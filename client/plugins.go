@@ -25,8 +25,9 @@ type Plugin struct {
 	// the plugin is not running.
 	Error string `json:"error,omitempty"`
 	// Interrupt is how a call timeout stops the guest: "instrumented" or,
-	// for a module hostd could not rewrite, "close-on-context-done" (much
-	// slower loops; InterruptReason says why). docs/plugin-abi.md,
+	// where the operator opted in for a module hostd cannot rewrite,
+	// "close-on-context-done" (much slower loops; InterruptReason says
+	// why). docs/plugin-abi.md,
 	// "Timeouts".
 	Interrupt       string `json:"interrupt,omitempty"`
 	InterruptReason string `json:"interrupt_reason,omitempty"`

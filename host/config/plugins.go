@@ -48,9 +48,10 @@ type Plugin struct {
 	KVMaxKeys   int64         `koanf:"kv_max_keys"`
 	KVMaxBytes  ByteSize      `koanf:"kv_max_bytes"`
 	// Interrupt is how a call timeout stops this plugin's guest: "" or
-	// "auto" (rewrite the module with an interrupt check, falling back
-	// when it cannot) or "close-on-context-done" (never rewrite; guest
-	// loops run many times slower). docs/plugin-abi.md, "Timeouts".
+	// "auto" (rewrite the module with interrupt checks; a module that
+	// cannot be rewritten is refused) or "close-on-context-done" (the
+	// operator's opt-in for such a module: never rewrite; guest loops run
+	// many times slower). docs/plugin-abi.md, "Timeouts".
 	Interrupt string `koanf:"interrupt"`
 }
 

@@ -40,11 +40,13 @@ type Limits struct {
 	// log function; the excess is dropped with a note. Default 64 KiB.
 	MaxLogBytes int
 	// Interrupt chooses how a call timeout stops the guest: "" or "auto"
-	// (default: rewrite the module to check an interrupt flag at function
-	// entries and loop headers, falling back to close-on-context-done if
-	// it cannot be rewritten) or "close-on-context-done" (never rewrite;
-	// wazero then exits to Go at every loop iteration, which makes guest
-	// loops many times slower). See docs/plugin-abi.md, "Timeouts".
+	// (default: rewrite the module to check an interrupt counter at
+	// function entries, loop headers and bulk instructions; a module that
+	// cannot be rewritten is refused at load) or "close-on-context-done"
+	// (the operator's opt-in for such a module: never rewrite; wazero then
+	// exits to Go at every loop iteration, which makes guest loops many
+	// times slower, and cannot stop loop-free recursion). Invalid modules
+	// are refused either way. See docs/plugin-abi.md, "Timeouts".
 	Interrupt string
 }
 

@@ -67,19 +67,26 @@
 // instance to exactly one caller. Host functions find the callState through
 // the call's context.
 //
-// Timeouts (instrument.go, watchdog.go): a module is rewritten at load
-// time to check an exported interrupt counter (InterruptExport) at every
-// function entry and, every 16384 iterations, at loop headers; the checks
-// also exit to Go now and then so a spinning guest cannot stall a GC
-// stop-the-world. When a call's context ends, the instance's watchdog
-// writes the stop value and the guest traps at its next check; the error
-// is classified from the context (timeout, canceled), as before. Guest
-// loops thus run at full speed. A module the rewriter does not understand
-// (or that does not compile once rewritten) runs unmodified on a runtime
-// with WithCloseOnContextDone(true), which exits to Go at every loop
-// iteration; Info.Interrupt says which mode a plugin runs in, and
-// Limits.Interrupt can force the fallback. Closing a version stops its
-// calls in flight through the same watchdogs.
+// Timeouts (instrument.go, watchdog.go): a module is first validated as
+// it is by wazero (compiled through the cache and discarded), so the
+// rewriter only ever reads valid modules, whose code cannot name the
+// global and locals the rewrite adds (the rewriter checks every local and
+// global index as well). It is then rewritten to check an exported
+// interrupt counter (InterruptExport) at every function entry, at loop
+// headers and before bulk memory/table instructions, charging weights
+// (code size, bulk lengths) so that the work between two checks is
+// bounded by code size; every check that runs out exits to Go, so a
+// spinning guest cannot stall a GC stop-the-world for longer than its
+// call timeout. A start section becomes the export StartExport, called
+// under the watchdog before _initialize. When a call's context ends, the
+// instance's watchdog writes the stop value and the guest traps at its
+// next check; the error is classified from the context (timeout,
+// canceled). Guest loops thus run at full speed. A module the rewriter
+// does not understand is refused (ErrInvalidModule) unless its
+// Limits.Interrupt is InterruptCloseOnContext: then it runs unmodified on
+// a runtime with WithCloseOnContextDone(true), which exits to Go at every
+// loop iteration; Info.Interrupt says which mode a plugin runs in.
+// Closing a version stops its calls in flight through the same watchdogs.
 //
 // An instance whose call failed in any way other than a handler's returned
 // error (trap, panic, proc_exit, timeout, cancellation) is closed and its

@@ -11,6 +11,11 @@ import (
 // must not export anything under this name.
 const InterruptExport = "__hostd_interrupt"
 
+// StartExport is the reserved export name under which hostd exports a
+// module's start function after removing its start section (see
+// instrument), so that it runs under the call watchdog like _initialize.
+const StartExport = "__hostd_start"
+
 // The interrupt counter (see instrument). The guest decrements it at every
 // check; at zero it exits to Go once and starts again from budget. The host
 // writes stopValue to stop it.
@@ -29,15 +34,24 @@ type instrumentation struct {
 	bin []byte
 	// global is the index of the added counter global.
 	global uint32
+	// start: the module had a start section, now exported as StartExport
+	// (the host calls it first, under the watchdog).
+	start bool
 }
 
 // instrument rewrites a WebAssembly binary so a call can be interrupted
-// without wazero's per-loop-iteration exit to Go: it appends one mutable
-// i32 global, the interrupt counter (after the defined globals, so no index
-// moves), exports it as InterruptExport, and inserts at the start of every
-// function body (counterCheck)
+// without wazero's per-loop-iteration exit to Go. The input must be a
+// module wazero has already validated (compile validates): the rewriter
+// relies on it, and checks on its own that every local and global index
+// the code names is below the function's locals and the module's globals,
+// so the state it adds is out of reach of guest code by construction.
 //
-//	global.get $c  i32.const 1  i32.sub  global.set $c
+// It appends one mutable i32 global, the interrupt counter (after the
+// defined globals, so no index moves), exports it as InterruptExport, and
+// inserts at the start of every function body (counterCheck), with w the
+// body's weight (1 per 64 bytes of code, at least 1):
+//
+//	global.get $c  i32.const w  i32.sub  global.set $c
 //	global.get $c  i32.const 0  i32.le_s
 //	if
 //	  global.get $c  i32.const stopBelow  i32.lt_s
@@ -46,37 +60,56 @@ type instrumentation struct {
 //	  i32.const 0  memory.grow 0  drop
 //	end
 //
-// and at the start of every loop body (loopCheck), counting iterations in
-// one added local $n:
+// at the start of every loop body (loopCheck), counting in one added local
+// $n by the loop body's weight w:
 //
-//	local.get $n  i32.const 1  i32.add  local.tee $n
-//	i32.const loopEvery-1  i32.and  i32.eqz
+//	local.get $n  i32.const w  i32.add  local.tee $n
+//	i32.const loopLimit  i32.ge_u
 //	if
+//	  i32.const 0  local.set $n
 //	  global.get $c  i32.const stopBelow  i32.lt_s
 //	  if unreachable end
 //	  i32.const 0  memory.grow 0  drop
 //	end
 //
-// The memory.grow by 0 pages is an exit from compiled code to Go, taken
-// once every budget calls or loopEvery iterations: compiled guest code
-// cannot be preempted by the Go scheduler, and without such exits a
-// garbage collection's stop-the-world (which also stops the goroutine that
-// would write the stop) would wait for the guest forever. The checks are
-// stack-neutral, so they are valid at any loop header whatever its block
-// type. No imports or functions are added, so every function, type, table,
-// memory and global index stays as it was; the added local comes after the
-// function's own.
+// and before every bulk instruction whose cost grows with its length
+// operand (memory.init/copy/fill, table.init/copy/fill; bulkCharge), which
+// it charges to the counter (1 per 4 KiB or 512 table elements) through a
+// second added local $t:
+//
+//	local.tee $t  global.get $c  local.get $t  i32.const shift  i32.shr_u
+//	i32.sub  global.set $c  <the entry check's test, from global.get $c on>
+//
+// The memory.grow by 0 pages is an exit from compiled code to Go: compiled
+// guest code cannot be preempted by the Go scheduler, and without such
+// exits a garbage collection's stop-the-world (which also stops the
+// goroutine that would write the stop) would wait for the guest forever.
+// The weights bound the work between two exits by code size, not by a
+// count a guest could make arbitrarily expensive: at most budget weight
+// units of function entries (budget × 64 bytes of straight-line code), or
+// loopLimit units of one invocation's loop iterations, or budget × 4 KiB
+// of bulk memory work. The checks are stack-neutral, so they are valid at
+// any loop header whatever its block type. No imports or functions are
+// added, so every function, type, table, memory and global index stays as
+// it was; the added locals come after the function's own.
+//
+// A start section is removed and its function exported as StartExport:
+// wazero would run it inside instantiation, before the watchdog can reach
+// the counter; the host calls it right after instantiation instead, under
+// the init timeout (same order: after data and element segments, before
+// any export is called).
 //
 // instrument walks every instruction of every body and knows the
 // immediates of the MVP, multi-value block types, sign extension, the
 // 0xFC prefix (saturating truncation, bulk memory, table operations),
 // reference types and tail calls. It returns an error wrapping
 // errInstrument for anything else (SIMD, threads, exception handling,
-// typed function references, a start function, a module without a memory,
-// a module that already exports InterruptExport, or a malformed module):
-// the caller then loads the module unmodified. It never panics, whatever
-// the input. DWARF custom sections (".debug_*") are dropped: their code
-// offsets would be wrong.
+// typed function references, a module without a memory, a module that
+// already exports InterruptExport or StartExport, or a malformed module);
+// the caller refuses the module unless the operator chose
+// close-on-context-done for it. It never panics, whatever the input.
+// DWARF custom sections (".debug_*") are dropped: their code offsets would
+// be wrong.
 func instrument(bin []byte) (*instrumentation, error) {
 	const header = "\x00asm\x01\x00\x00\x00"
 	if len(bin) < 8 || string(bin[:8]) != header {
@@ -109,6 +142,8 @@ func instrument(bin []byte) (*instrumentation, error) {
 		memories                        uint32
 		definedFuncs                    = -1
 		exportsAt, globalsAt, codeAt    = -1, -1, -1
+		startAt                         = -1
+		startFunc                       uint32
 	)
 	var typeParams []uint32 // by type index
 	var funcTypes []uint32  // by defined function
@@ -165,7 +200,11 @@ func instrument(bin []byte) (*instrumentation, error) {
 				return nil, err
 			}
 		case 8:
-			return nil, fmt.Errorf("%w: the module has a start function (it would run before the flag can be set)", errInstrument)
+			var err error
+			if startFunc, err = sr.u32(); err != nil {
+				return nil, err
+			}
+			startAt = i
 		case 10:
 			codeAt = i
 		default:
@@ -178,8 +217,7 @@ func instrument(bin []byte) (*instrumentation, error) {
 	if memories == 0 {
 		return nil, fmt.Errorf("%w: the module has no memory (the check exits to Go through memory.grow)", errInstrument)
 	}
-	out := &instrumentation{global: importedGlobals + definedGlobals}
-	check := counterCheck(out.global)
+	out := &instrumentation{global: importedGlobals + definedGlobals, start: startAt >= 0}
 
 	var code []byte
 	if codeAt >= 0 {
@@ -191,7 +229,7 @@ func instrument(bin []byte) (*instrumentation, error) {
 			}
 			params[i] = typeParams[t]
 		}
-		code, err = instrumentCode(secs[codeAt].body, check, out.global, params)
+		code, err = instrumentCode(secs[codeAt].body, out.global, params)
 		if err != nil {
 			return nil, err
 		}
@@ -215,15 +253,22 @@ func instrument(bin []byte) (*instrumentation, error) {
 	newExport := appendName(nil, InterruptExport)
 	newExport = append(newExport, 0x03) // global
 	newExport = appendU32(newExport, out.global)
+	added := uint32(1)
+	if out.start {
+		newExport = appendName(newExport, StartExport)
+		newExport = append(newExport, 0x00) // func
+		newExport = appendU32(newExport, startFunc)
+		added++
+	}
 	var exports []byte
 	if exportsAt >= 0 {
 		sr := &reader{b: secs[exportsAt].body}
 		n, _ := sr.u32()
-		exports = appendU32(nil, n+1)
+		exports = appendU32(nil, n+added)
 		exports = append(exports, secs[exportsAt].body[sr.pos:]...)
 		exports = append(exports, newExport...)
 	} else {
-		exports = append(appendU32(nil, 1), newExport...)
+		exports = append(appendU32(nil, added), newExport...)
 	}
 
 	res := make([]byte, 0, len(bin)+len(bin)/8+64)
@@ -264,6 +309,8 @@ func instrument(bin []byte) (*instrumentation, error) {
 		case i == codeAt:
 			flush(sectionRank(10))
 			emit(10, code)
+		case i == startAt:
+			flush(sectionRank(8)) // dropped: exported as StartExport
 		default:
 			flush(sectionRank(s.id))
 			emit(s.id, s.body)
@@ -311,15 +358,41 @@ func countOf(code []byte) int {
 	return int(n)
 }
 
-// counterCheck returns the instructions inserted at every function entry
-// and loop header (see instrument).
-func counterCheck(global uint32) []byte {
+// Weights (see instrument).
+const (
+	// weightBytes is how many bytes of code count as one unit of weight.
+	weightBytes = 64
+	// loopLimit is how much loop weight one function invocation runs
+	// between two looks at the counter (a stop check and an exit to Go).
+	loopLimit = 1 << 14
+	// memoryShift and tableShift: a bulk instruction's length operand is
+	// charged length>>shift units (4 KiB of memory, 512 table elements of
+	// 8 bytes).
+	memoryShift = 12
+	tableShift  = 9
+)
+
+// weight is the weight of n bytes of code, between 1 and limit.
+func weight(n int, limit int32) int32 {
+	return int32(min(1+n/weightBytes, int(limit)))
+}
+
+// counterCheck returns the instructions inserted at a function entry (see
+// instrument): charge w to the counter, then test it.
+func counterCheck(global uint32, w int32) []byte {
+	b := appendU32([]byte{0x23}, global)   // global.get
+	b = appendS32(append(b, 0x41), w)      // i32.const w
+	b = append(b, 0x6b)                    // i32.sub
+	b = appendU32(append(b, 0x24), global) // global.set
+	return append(b, counterTest(global)...)
+}
+
+// counterTest: if the counter ran out, trap when the host wrote
+// stopValue, else start it again from budget and exit to Go once.
+func counterTest(global uint32) []byte {
 	get := appendU32([]byte{0x23}, global)
 	set := appendU32([]byte{0x24}, global)
 	var b []byte
-	b = append(b, get...)
-	b = append(b, 0x41, 0x01, 0x6b) // i32.const 1; i32.sub
-	b = append(b, set...)
 	b = append(b, get...)
 	b = append(b, 0x41, 0x00, 0x4c, 0x04, 0x40) // i32.const 0; i32.le_s; if
 	b = append(b, get...)
@@ -331,26 +404,38 @@ func counterCheck(global uint32) []byte {
 	return append(b, 0x0b)                      // end
 }
 
-// loopEvery is how many iterations of a loop run between two looks at the
-// counter global (a stop check and an exit to Go); a power of two.
-const loopEvery = 1 << 14
-
-// loopCheck returns the instructions inserted at every loop header: count
-// iterations in a local (a register, where the entry check's global costs
-// a store and a load); every loopEvery iterations trap if the host wrote
-// stopValue, else exit to Go once (memory.grow 0).
-func loopCheck(global, local uint32) []byte {
+// loopCheck returns the instructions inserted at a loop header: add the
+// loop body's weight w to a local (a register, where the entry check's
+// global costs a store and a load); once it reaches loopLimit, reset it,
+// trap if the host wrote stopValue, else exit to Go once (memory.grow 0).
+func loopCheck(global, local uint32, w int32) []byte {
 	var b []byte
 	b = appendU32(append(b, 0x20), local) // local.get
-	b = append(b, 0x41, 0x01, 0x6a)       // i32.const 1; i32.add
+	b = appendS32(append(b, 0x41), w)     // i32.const w
+	b = append(b, 0x6a)                   // i32.add
 	b = appendU32(append(b, 0x22), local) // local.tee
-	b = appendS32(append(b, 0x41), loopEvery-1)
-	b = append(b, 0x71, 0x45, 0x04, 0x40)  // i32.and; i32.eqz; if
+	b = appendS32(append(b, 0x41), loopLimit)
+	b = append(b, 0x4f, 0x04, 0x40)        // i32.ge_u; if
+	b = append(b, 0x41, 0x00)              // i32.const 0
+	b = appendU32(append(b, 0x21), local)  // local.set
 	b = appendU32(append(b, 0x23), global) // global.get
 	b = appendS32(append(b, 0x41), stopBelow)
 	b = append(b, 0x48, 0x04, 0x40, 0x00, 0x0b) // i32.lt_s; if unreachable end
 	b = append(b, 0x41, 0x00, 0x40, 0x00, 0x1a) // i32.const 0; memory.grow 0; drop
 	return append(b, 0x0b)                      // end
+}
+
+// bulkCharge returns the instructions inserted before a bulk instruction
+// whose length operand (an i32, on top of the stack) is charged to the
+// counter, length>>shift units, through the local tmp.
+func bulkCharge(global, tmp uint32, shift byte) []byte {
+	var b []byte
+	b = appendU32(append(b, 0x22), tmp)    // local.tee $t (the length stays)
+	b = appendU32(append(b, 0x23), global) // global.get
+	b = appendU32(append(b, 0x20), tmp)    // local.get $t
+	b = append(b, 0x41, shift, 0x76, 0x6b) // i32.const shift; i32.shr_u; i32.sub
+	b = appendU32(append(b, 0x24), global) // global.set
+	return append(b, counterTest(global)...)
 }
 
 // countImports returns the number of imported globals and memories.
@@ -413,8 +498,8 @@ func checkExports(r *reader) error {
 		if err != nil {
 			return err
 		}
-		if string(name) == InterruptExport {
-			return fmt.Errorf("%w: the module already exports %s (a name reserved by hostd)", errInstrument, InterruptExport)
+		if string(name) == InterruptExport || string(name) == StartExport {
+			return fmt.Errorf("%w: the module already exports %s (a name reserved by hostd)", errInstrument, name)
 		}
 		if _, err := r.byte(); err != nil {
 			return err
@@ -459,8 +544,9 @@ func paramCounts(r *reader) ([]uint32, error) {
 	return out, nil
 }
 
-// instrumentCode rewrites the code section's bodies.
-func instrumentCode(sec []byte, check []byte, global uint32, params []uint32) ([]byte, error) {
+// instrumentCode rewrites the code section's bodies. globals is the
+// number of globals the original module has (imported and defined).
+func instrumentCode(sec []byte, globals uint32, params []uint32) ([]byte, error) {
 	r := &reader{b: sec}
 	n, err := r.u32()
 	if err != nil {
@@ -481,7 +567,7 @@ func instrumentCode(sec []byte, check []byte, global uint32, params []uint32) ([
 		if int(i) >= len(params) {
 			return nil, fmt.Errorf("%w: more function bodies than declarations", errInstrument)
 		}
-		body, err = instrumentBody(body[:0], b, check, global, params[i])
+		body, err = instrumentBody(body[:0], b, globals, params[i])
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
@@ -494,10 +580,92 @@ func instrumentCode(sec []byte, check []byte, global uint32, params []uint32) ([
 	return out, nil
 }
 
+// Events of walkBody.
+const (
+	evLoop    = iota // a loop's body starts at at
+	evLoopEnd        // the end instruction of a loop is at at
+	evBulk           // a bulk instruction (its 0xfc prefix) is at at; shift
+	evEnd            // the function's end instruction is at at
+)
+
+// walkBody walks the instructions of a function body from pos (after the
+// locals) to the function's end, calling visit for loops, bulk
+// instructions and the end. It fails if a local index is not below locals
+// or a global index not below globals: after the rewrite, those indices
+// would name the state hostd adds.
+func walkBody(b []byte, pos int, locals uint64, globals uint32, visit func(ev, at int, shift byte)) error {
+	r := &reader{b: b, pos: pos}
+	var blocks []bool // open blocks: true for a loop
+	for {
+		if r.pos >= len(b) {
+			return fmt.Errorf("%w: body ends without end", errInstrument)
+		}
+		at := r.pos
+		op, _ := r.byte()
+		switch op {
+		case 0x02, 0x03, 0x04: // block, loop, if
+			if err := r.blockType(); err != nil {
+				return err
+			}
+			blocks = append(blocks, op == 0x03)
+			if op == 0x03 {
+				visit(evLoop, r.pos, 0)
+			}
+		case 0x0b: // end
+			if len(blocks) == 0 {
+				if r.pos != len(b) {
+					return fmt.Errorf("%w: %d bytes after the function's end", errInstrument, len(b)-r.pos)
+				}
+				visit(evEnd, at, 0)
+				return nil
+			}
+			if blocks[len(blocks)-1] {
+				visit(evLoopEnd, at, 0)
+			}
+			blocks = blocks[:len(blocks)-1]
+		case 0x20, 0x21, 0x22: // local.get/set/tee
+			x, err := r.u32()
+			if err != nil {
+				return err
+			}
+			if uint64(x) >= locals {
+				return fmt.Errorf("%w: local %d out of range (the function has %d)", errInstrument, x, locals)
+			}
+		case 0x23, 0x24: // global.get/set
+			x, err := r.u32()
+			if err != nil {
+				return err
+			}
+			if x >= globals {
+				return fmt.Errorf("%w: global %d out of range (the module has %d)", errInstrument, x, globals)
+			}
+		case 0xfc:
+			sub := &reader{b: b, pos: r.pos}
+			n, err := sub.u32()
+			if err != nil {
+				return err
+			}
+			switch n {
+			case 8, 10, 11: // memory.init, memory.copy, memory.fill
+				visit(evBulk, at, memoryShift)
+			case 12, 14, 17: // table.init, table.copy, table.fill
+				visit(evBulk, at, tableShift)
+			}
+			if err := r.immediates(op); err != nil {
+				return err
+			}
+		default:
+			if err := r.immediates(op); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // instrumentBody appends the instrumented body b to out: the entry check,
-// one more i32 local (the loop counter) and the loop check at every loop
-// header.
-func instrumentBody(out, b, check []byte, global, params uint32) ([]byte, error) {
+// two more i32 locals (the loop counter and the bulk length) and the loop
+// and bulk checks.
+func instrumentBody(out, b []byte, globals, params uint32) ([]byte, error) {
 	r := &reader{b: b}
 	groups, err := r.u32()
 	if err != nil {
@@ -518,46 +686,48 @@ func instrumentBody(out, b, check []byte, global, params uint32) ([]byte, error)
 	if locals >= 50000 { // wazero's limit is higher; keep far from any
 		return nil, fmt.Errorf("%w: %d locals", errInstrument, locals)
 	}
-	out = appendU32(out, groups+1)
-	out = append(out, b[start:r.pos]...)
-	out = append(out, 0x01, 0x7f) // the loop counter
-	out = append(out, check...)
-	loop := loopCheck(global, uint32(locals))
-	copied := r.pos
-	depth := 0
-	for {
-		if r.pos >= len(b) {
-			return nil, fmt.Errorf("%w: body ends without end", errInstrument)
+	codeAt := r.pos
+	// First pass: check indices, measure every loop's body.
+	var loops, open []int // loops: body size by loop ordinal; open: ordinals
+	var starts []int
+	err = walkBody(b, codeAt, locals, globals, func(ev, at int, _ byte) {
+		switch ev {
+		case evLoop:
+			open = append(open, len(loops))
+			starts = append(starts, at)
+			loops = append(loops, 0)
+		case evLoopEnd:
+			k := open[len(open)-1]
+			loops[k] = at - starts[len(starts)-1]
+			open, starts = open[:len(open)-1], starts[:len(starts)-1]
 		}
-		op, _ := r.byte()
-		switch op {
-		case 0x02, 0x04: // block, if
-			if err := r.blockType(); err != nil {
-				return nil, err
-			}
-			depth++
-		case 0x03: // loop: the check goes first in its body
-			if err := r.blockType(); err != nil {
-				return nil, err
-			}
-			depth++
-			out = append(out, b[copied:r.pos]...)
-			out = append(out, loop...)
-			copied = r.pos
-		case 0x0b: // end
-			if depth == 0 {
-				if r.pos != len(b) {
-					return nil, fmt.Errorf("%w: %d bytes after the function's end", errInstrument, len(b)-r.pos)
-				}
-				return append(out, b[copied:]...), nil
-			}
-			depth--
-		default:
-			if err := r.immediates(op); err != nil {
-				return nil, err
-			}
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
+	counter, tmp := uint32(locals), uint32(locals)+1
+	out = appendU32(out, groups+1)
+	out = append(out, b[start:codeAt]...)
+	out = append(out, 0x02, 0x7f) // the loop counter and the bulk length
+	out = append(out, counterCheck(globals, weight(len(b)-codeAt, budget))...)
+	// Second pass: copy with the checks inserted.
+	copied, k := codeAt, 0
+	_ = walkBody(b, codeAt, locals, globals, func(ev, at int, shift byte) {
+		switch ev {
+		case evLoop:
+			out = append(out, b[copied:at]...)
+			out = append(out, loopCheck(globals, counter, weight(loops[k], loopLimit))...)
+			copied, k = at, k+1
+		case evBulk:
+			out = append(out, b[copied:at]...)
+			out = append(out, bulkCharge(globals, tmp, shift)...)
+			copied = at
+		case evEnd:
+			out = append(out, b[copied:]...)
+			copied = len(b)
+		}
+	})
+	return out, nil
 }
 
 // immediates skips the immediates of op (other than block, loop, if and

@@ -74,42 +74,77 @@ const (
 // spin, which must not return) and "Quick" (runs quick, which returns),
 // with extra functions appended after handle.
 func abiModule(spin, quick []byte, extraTypes [][]byte, extraFuncs []uint32, extraBodies [][]byte) []byte {
+	return modSpec{spin: spin, quick: quick, extraTypes: extraTypes, extraFuncs: extraFuncs, extraBodies: extraBodies}.build()
+}
+
+// modSpec describes an abiModule with more parts. Function indices: 0
+// register (imported), 1 _initialize, 2 marker, 3 alloc, 4 handle (params
+// 0 id, 1 ptr, 2 len), then the extra functions.
+type modSpec struct {
+	spin, quick []byte
+	extraTypes  [][]byte
+	extraFuncs  []uint32
+	extraBodies [][]byte
+	memPages    uint32   // default 1
+	tables      [][]byte // table section entries (reftype, limits)
+	globals     [][]byte // global section entries
+	start       *uint32  // start function index
+	initCode    []byte   // run by _initialize before registering
+}
+
+func (m modSpec) build() []byte {
 	a := wasmAsm{}
 	types := append([][]byte{
 		a.functype([]byte{tI32, tI32, tI32, tI32}, []byte{tI32}), // 0 register
 		a.functype(nil, nil),                               // 1 _initialize, marker
 		a.functype([]byte{tI32}, []byte{tI32}),             // 2 alloc
 		a.functype([]byte{tI32, tI32, tI32}, []byte{tI32}), // 3 handle
-	}, extraTypes...)
+	}, m.extraTypes...)
 	funcs := [][]byte{a.uleb(1), a.uleb(1), a.uleb(2), a.uleb(3)} // 1..4
-	for _, t := range extraFuncs {
+	for _, t := range m.extraFuncs {
 		funcs = append(funcs, a.uleb(t))
 	}
 	bodies := append([][]byte{
-		a.body(nil, // _initialize
+		a.body(nil, m.initCode, // _initialize
 			a.i32(int32(abi.KindAck)), a.i32(0), a.i32(4), a.i32(0), []byte{0x10, 0x00, 0x1a},
 			a.i32(int32(abi.KindAck)), a.i32(4), a.i32(5), a.i32(1), []byte{0x10, 0x00, 0x1a}),
 		a.body(nil),              // hostd_abi_v1
 		a.body(nil, a.i32(1024)), // hostd_alloc
 		a.body(nil, // hostd_handle(id, ptr, len): id 0 spins, 1 is quick
-			[]byte{0x20, 0x00, 0x45, 0x04, empty}, spin, []byte{0x05}, quick, []byte{0x0b},
+			[]byte{0x20, 0x00, 0x45, 0x04, empty}, m.spin, []byte{0x05}, m.quick, []byte{0x0b},
 			a.i32(int32(abi.CodeOK))),
-	}, extraBodies...)
-	return a.cat([]byte("\x00asm\x01\x00\x00\x00"),
+	}, m.extraBodies...)
+	pages := m.memPages
+	if pages == 0 {
+		pages = 1
+	}
+	secs := [][]byte{
 		a.section(1, a.vec(types...)),
 		a.section(2, a.vec(a.cat(a.str(abi.ImportModule), a.str(abi.FnRegister), []byte{0x00}, a.uleb(0)))),
 		a.section(3, a.vec(funcs...)),
-		a.section(5, a.vec([]byte{0x00, 0x01})),
-		a.section(7, a.vec(
-			a.cat(a.str(abi.ExportMemory), []byte{0x02}, a.uleb(0)),
-			a.cat(a.str(abi.ExportInitialize), []byte{0x00}, a.uleb(1)),
-			a.cat(a.str(abi.ExportABIMarker), []byte{0x00}, a.uleb(2)),
-			a.cat(a.str(abi.ExportAlloc), []byte{0x00}, a.uleb(3)),
-			a.cat(a.str(abi.ExportHandle), []byte{0x00}, a.uleb(4)),
-		)),
+	}
+	if m.tables != nil {
+		secs = append(secs, a.section(4, a.vec(m.tables...)))
+	}
+	secs = append(secs, a.section(5, a.vec(a.cat([]byte{0x00}, a.uleb(pages)))))
+	if m.globals != nil {
+		secs = append(secs, a.section(6, a.vec(m.globals...)))
+	}
+	secs = append(secs, a.section(7, a.vec(
+		a.cat(a.str(abi.ExportMemory), []byte{0x02}, a.uleb(0)),
+		a.cat(a.str(abi.ExportInitialize), []byte{0x00}, a.uleb(1)),
+		a.cat(a.str(abi.ExportABIMarker), []byte{0x00}, a.uleb(2)),
+		a.cat(a.str(abi.ExportAlloc), []byte{0x00}, a.uleb(3)),
+		a.cat(a.str(abi.ExportHandle), []byte{0x00}, a.uleb(4)),
+	)))
+	if m.start != nil {
+		secs = append(secs, a.section(8, a.uleb(*m.start)))
+	}
+	secs = append(secs,
 		a.section(10, a.vec(bodies...)),
 		a.section(11, a.vec(a.cat([]byte{0x00}, a.i32(0), []byte{0x0b}, a.str("SpinQuick")))),
 	)
+	return a.cat([]byte("\x00asm\x01\x00\x00\x00"), a.cat(secs...))
 }
 
 // recursionModule: "Spin" calls rec(60), a doubly recursive function
@@ -298,8 +333,6 @@ func realPlugins(t testing.TB) []string {
 func TestInstrumentRejects(t *testing.T) {
 	a := wasmAsm{}
 	good := featureModule(true)
-	withStart := a.cat(good[:8], a.section(1, a.vec(a.functype(nil, nil))), a.section(3, a.vec(a.uleb(0))),
-		a.section(8, a.uleb(0)), a.section(10, a.vec(a.body(nil))))
 	reserved := a.cat(good[:8], a.section(6, a.vec([]byte{tI32, 0x00, 0x41, 0x00, 0x0b})),
 		a.section(7, a.vec(a.cat(a.str(InterruptExport), []byte{0x03}, a.uleb(0)))))
 	for name, c := range map[string]struct {
@@ -308,7 +341,8 @@ func TestInstrumentRejects(t *testing.T) {
 	}{
 		"empty":     {nil, "not a WebAssembly 1.0 binary"},
 		"truncated": {good[:len(good)-3], "truncated"},
-		"start":     {withStart, "start function"},
+		"global":    {modSpec{spin: []byte{0x41, 0x00, 0x24, 0x00}}.build(), "global 0 out of range"},
+		"local":     {modSpec{spin: []byte{0x41, 0x00, 0x21, 0x03}}.build(), "local 3 out of range"},
 		"reserved":  {reserved, "reserved by hostd"},
 		"simd":      {simdModule(), "unsupported opcode 0xfd"},
 		"no memory": {featureModule(false), "no memory"},

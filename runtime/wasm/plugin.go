@@ -56,8 +56,8 @@ type version struct {
 
 	// interrupt is how a call's end stops the guest: modeInstrumented
 	// (the module was rewritten to check a flag, instrument.go) or
-	// modeCloseOnDone (wazero's WithCloseOnContextDone, the fallback);
-	// interruptWhy says why the fallback was taken.
+	// modeCloseOnDone (wazero's WithCloseOnContextDone, the operator's
+	// opt-in); interruptWhy says why.
 	interrupt    string
 	interruptWhy string
 
@@ -119,20 +119,25 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 	pages := uint32(limits.MemoryLimit / 65536)
 	mode, why := modeInstrumented, ""
 	run := bin
+	// Validate the module as it is, with wazero's own decoder and
+	// validator, before the rewriter reads it: the rewriter relies on a
+	// valid module, and an invalid one that names the state the rewrite
+	// adds (the counter global, the loop local) would become valid, and
+	// unstoppable, once rewritten.
+	// (In close-on-context-done mode the module is compiled, and so
+	// validated, as it is.)
 	if limits.Interrupt == InterruptCloseOnContext {
 		mode, why = modeCloseOnDone, "configured (interrupt: "+InterruptCloseOnContext+")"
+	} else if err := r.validate(ctx, pages, bin); err != nil {
+		return nil, err
 	} else if ins, err := instrument(bin); err != nil {
-		mode, why = modeCloseOnDone, err.Error()
+		return nil, fmt.Errorf("%w: hostd cannot add its timeout checks to this module (%v); "+
+			"to run it anyway with wazero's slower per-loop check, set interrupt: %s for this plugin (docs/plugin-abi.md, Timeouts)",
+			ErrInvalidModule, err, InterruptCloseOnContext)
 	} else {
 		run = ins.bin
 	}
 	wrt, code, err := r.engine(ctx, mode, pages, run)
-	if err != nil && mode == modeInstrumented {
-		// The rewritten module does not compile: run the original the
-		// old way (if it does not compile either, its error is reported).
-		mode, why = modeCloseOnDone, "the instrumented module did not compile: "+firstLine(err.Error())
-		wrt, code, err = r.engine(ctx, mode, pages, bin)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -218,6 +223,23 @@ func (r *Runtime) engine(ctx context.Context, mode string, pages uint32, bin []b
 		return nil, nil, fmt.Errorf("%w: not a valid WebAssembly module: %v", ErrInvalidModule, err)
 	}
 	return wrt, code, nil
+}
+
+// validate compiles bin as it is, which makes wazero decode and validate
+// it completely, and discards the result. The compilation cache makes this
+// cheap for a module seen before.
+func (r *Runtime) validate(ctx context.Context, pages uint32, bin []byte) error {
+	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(pages)
+	if r.cache != nil {
+		rc = rc.WithCompilationCache(r.cache)
+	}
+	wrt := wazero.NewRuntimeWithConfig(ctx, rc)
+	defer wrt.Close(context.Background())
+	code, err := compileModule(ctx, wrt, bin)
+	if err != nil {
+		return fmt.Errorf("%w: not a valid WebAssembly module: %v", ErrInvalidModule, err)
+	}
+	return code.Close(context.Background())
 }
 
 // compileModule is wrt.CompileModule, but a panic in wazero's decoder or
@@ -383,13 +405,23 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		}
 		inst.wd = newWatchdog(counter)
 	}
-	if init := mod.ExportedFunction(abi.ExportInitialize); init != nil {
+	// The module's start function (exported by the rewrite, see
+	// instrument), then _initialize, under the watchdog.
+	for _, fn := range []string{StartExport, abi.ExportInitialize} {
+		f := mod.ExportedFunction(fn)
+		if f == nil || (fn == StartExport && v.interrupt != modeInstrumented) {
+			continue
+		}
 		inst.wd.arm(ictx, max(v.limits.CallTimeout, initTimeout))
-		_, err := init.Call(ictx)
+		_, err := f.Call(ictx)
 		inst.wd.disarm()
 		if err != nil {
 			_ = mod.Close(context.Background())
-			return nil, v.startError("_initialize", err, inst)
+			step := fn
+			if fn == StartExport {
+				step = "start function"
+			}
+			return nil, v.startError(step, err, inst)
 		}
 	}
 	inst.stdout.flush()

@@ -551,8 +551,8 @@ type Info struct {
 	// Interrupt is how a call timeout stops the plugin's guest:
 	// "instrumented" (hostd rewrote the module to check a flag at function
 	// entries and loop headers; loops run at full speed) or
-	// "close-on-context-done" (the module could not be rewritten, see
-	// InterruptReason; wazero then exits to Go at every loop iteration,
+	// "close-on-context-done" (the operator chose it, see InterruptReason;
+	// wazero then exits to Go at every loop iteration,
 	// which makes loop-heavy guests many times slower).
 	Interrupt       string `json:"interrupt,omitempty"`
 	InterruptReason string `json:"interrupt_reason,omitempty"`
