@@ -191,7 +191,7 @@ func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
 	ctx := context.Background()
 	key := abi.ResourceKey{Domain: "job", Key: "r0"}
 	acquire := func() *locks.Grant {
-		g, err := h.leases.Acquire(ctx, locks.AcquireRequest{Keys: []abi.ResourceKey{key}, TTL: time.Minute, Owner: "t"})
+		g, err := h.leases.Acquire(ctx, locks.AcquireRequest{Keys: []abi.ResourceKey{key}, TTL: time.Minute, Owner: "t", Principal: "token:ops"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +211,7 @@ func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
 			}
 		}
 	}}
-	_, err := w.KVWrite(ctx, api.KVWrite{Plugin: "jobs", Key: []byte("k"), Value: []byte("late"), Fence: &abi.FencedKey{Key: key, Fence: g.Fence}})
+	_, err := w.KVWrite(ctx, api.KVWrite{Plugin: "jobs", Principal: "token:ops", Key: []byte("k"), Value: []byte("late"), Fence: &abi.FencedKey{Key: key, Fence: g.Fence}})
 	if locks.ErrorCode(err) != "not_holder" {
 		t.Fatalf("write evicted before its commit: %v, want not_holder", err)
 	}
@@ -228,7 +228,7 @@ func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
 			}
 		}
 	}
-	if _, err := w.KVWrite(ctx, api.KVWrite{Plugin: "jobs", Key: []byte("k"), Value: []byte("renewed"), Fence: &abi.FencedKey{Key: key, Fence: g.Fence}}); err != nil {
+	if _, err := w.KVWrite(ctx, api.KVWrite{Plugin: "jobs", Principal: "token:ops", Key: []byte("k"), Value: []byte("renewed"), Fence: &abi.FencedKey{Key: key, Fence: g.Fence}}); err != nil {
 		t.Fatalf("write whose grant was renewed before its commit: %v", err)
 	}
 	if v, _ := get(); v != "renewed" {

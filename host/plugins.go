@@ -133,36 +133,39 @@ func (h *Host) pluginTypeInUse(msgType string) bool {
 // pluginLocks serves the plugins' lease-lock host functions from the
 // lease service (opened before plugins): acquires never wait, the holder's
 // meta names the plugin, and errors wrap runtime/wasm's sentinels so
-// guests get stable statuses.
+// guests get stable statuses. Every call runs as the plugin's principal
+// (locks.PluginPrincipal): a plugin only ever gets back, renews, releases
+// or uses the fence of grants it took itself.
 type pluginLocks struct{ s *locks.Service }
 
 func (p pluginLocks) Acquire(ctx context.Context, r wasm.LeaseRequest) (abi.Lease, error) {
 	g, err := p.s.Acquire(ctx, locks.AcquireRequest{Keys: r.Keys, TTL: r.TTL, Owner: r.Owner,
-		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey})
+		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey,
+		Principal: locks.PluginPrincipal(r.Plugin)})
 	if err != nil {
 		return abi.Lease{}, lockErr(err)
 	}
 	return leaseOf(g), nil
 }
 
-func (p pluginLocks) Renew(ctx context.Context, id, token string, ttl time.Duration) (abi.Lease, error) {
-	g, err := p.s.Renew(ctx, id, token, ttl)
+func (p pluginLocks) Renew(ctx context.Context, plugin, id, token string, ttl time.Duration) (abi.Lease, error) {
+	g, err := p.s.RenewAs(ctx, locks.PluginPrincipal(plugin), id, token, ttl)
 	if err != nil {
 		return abi.Lease{}, lockErr(err)
 	}
 	return leaseOf(g), nil
 }
 
-func (p pluginLocks) Release(ctx context.Context, id, token string) error {
-	return lockErr(p.s.Release(ctx, id, token))
+func (p pluginLocks) Release(ctx context.Context, plugin, id, token string) error {
+	return lockErr(p.s.ReleaseAs(ctx, locks.PluginPrincipal(plugin), id, token))
 }
 
-func (p pluginLocks) CheckFence(key abi.ResourceKey, fence uint64) error {
-	return lockErr(p.s.CheckFence(key, fence))
+func (p pluginLocks) CheckFence(plugin string, key abi.ResourceKey, fence uint64) error {
+	return lockErr(p.s.CheckFenceAs(locks.PluginPrincipal(plugin), key, fence))
 }
 
-func (p pluginLocks) FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error) {
-	c, err := p.s.FenceCheck(key, fence)
+func (p pluginLocks) FenceCheck(plugin string, key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+	c, err := p.s.FenceCheckAs(locks.PluginPrincipal(plugin), key, fence)
 	return c, lockErr(err)
 }
 
@@ -238,7 +241,13 @@ func (p *pluginKVWriter) KVWrite(ctx context.Context, w api.KVWrite) (catalog.Ve
 			if p.leases == nil {
 				return 0, api.Unavailable("lease locks are not enabled, so a write cannot be fenced")
 			}
-			chk, err := p.leases.FenceCheck(w.Fence.Key, w.Fence.Fence)
+			// Only a fence of a grant the caller's principal took: a
+			// fence is not a secret, so anyone could present one.
+			principal := w.Principal
+			if principal == "" {
+				principal = locks.PrincipalAnonymous
+			}
+			chk, err := p.leases.FenceCheckAs(principal, w.Fence.Key, w.Fence.Fence)
 			if err != nil {
 				return 0, err
 			}

@@ -65,10 +65,13 @@ type LeaseRequest struct {
 	// TTL: 0 = hostd's default (locks.default_ttl); at most
 	// locks.max_ttl. Rounded down to milliseconds.
 	TTL time.Duration
-	// Owner shown to operators and in conflicts ("" = the plugin's name).
+	// Owner is a label: hostd records the owner as "<plugin>/<label>"
+	// ("" = the plugin's name), so a plugin cannot pose as someone else.
 	Owner string
-	// IdempotencyKey: a retried acquire with the same key returns the same
-	// grant while it is held (e.g. derive it from Message.ID).
+	// IdempotencyKey: a retried acquire of the same request (keys, owner,
+	// TTL) with the same key returns the same grant while it is held (e.g.
+	// derive it from Message.ID). Keys are the plugin's own: another
+	// principal's grant is never returned.
 	IdempotencyKey string
 }
 

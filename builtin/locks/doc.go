@@ -78,10 +78,33 @@
 // leaving (record being deleted; still holds its keys) -> removed.
 // Fairness and deadlock freedom are as in the resource-key locker.
 //
+// Principals. Every grant records the principal that took it
+// (AcquireRequest.Principal: TokenPrincipal for an API token,
+// PrincipalAnonymous when auth is off, PluginPrincipal for a plugin,
+// PrincipalInProcess when none is given) — set by the host, never by the
+// caller's body. Idempotency entries are keyed by (principal, key), so an
+// acquire that repeats another principal's keys, owner and idempotency
+// key never gets that grant back. Each entry keeps a fingerprint of its
+// request (owner, canonical keys with modes, effective TTL, meta; see
+// fingerprint): the same key with a different request is an
+// *IdempotencyConflictError (conflict) naming the original grant.
+// Records written before principals existed load as before but their
+// idempotency keys match nothing; records with a principal and no
+// fingerprint match on the key alone. RenewAs, ReleaseAs, FenceCheckAs
+// and CheckFenceAs act only on the given principal's grants (a grant of
+// another principal is not_holder, like an unknown one): the host uses
+// them for plugins and fenced API writes. Renew and Release check the
+// token only (the token is the capability).
+//
+// TTL rule (CheckTTL), for Acquire, Renew and Announce alike: 0 means the
+// default (Renew: the grant's current TTL); otherwise MinTTL (1ms) up to
+// the maximum, else a *FieldError for "ttl" wrapping ErrInvalid or
+// ErrTTLTooLong.
+//
 // Errors map to stable API codes with ErrorCode: locked (a
 // *LeaseConflictError with the holders' owner and meta, never tokens),
 // not_holder, expired, ttl_too_long, invalid_key, canceled,
-// invalid_argument, not_found, unavailable.
+// invalid_argument, conflict, not_found, unavailable.
 //
 // # Presence and single-flight
 //

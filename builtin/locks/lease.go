@@ -33,7 +33,82 @@ var (
 	// ErrInvalid (invalid_argument): a malformed request other than a
 	// bad key (owner, meta, TTL, wait, idempotency key).
 	ErrInvalid = errors.New("locks: invalid request")
+	// ErrIdempotencyConflict (conflict): an acquire reused an idempotency
+	// key of the same principal with a different request (keys and
+	// modes, owner, effective TTL or meta). Returned as an
+	// *IdempotencyConflictError naming the original grant.
+	ErrIdempotencyConflict = errors.New("locks: idempotency key reused with a different request")
 )
+
+// Principals. Every grant records the principal that took it: who asked,
+// as established by hostd (an API token, a plugin), never a string the
+// caller chooses. An idempotent retry returns a grant only to the same
+// principal, and the *As methods act only on the given principal's grants.
+const (
+	// PrincipalInProcess is the principal of requests that name none
+	// (in-process callers of Acquire).
+	PrincipalInProcess = "in-process"
+	// PrincipalAnonymous is the API's principal when auth is off.
+	PrincipalAnonymous = "anonymous"
+	// MaxPrincipalLen bounds a principal.
+	MaxPrincipalLen = 512
+)
+
+// TokenPrincipal is the principal of an API request authenticated with
+// the token named name ("token:<name>", so no token name can pass for a
+// plugin or for anonymous).
+func TokenPrincipal(name string) string { return "token:" + name }
+
+// PluginPrincipal is the principal of a plugin's host calls
+// ("plugin:<name>").
+func PluginPrincipal(name string) string { return "plugin:" + name }
+
+// IdempotencyConflictError is returned (errors.Is ErrIdempotencyConflict)
+// when an idempotency key is reused by its principal for a different
+// request while the original grant lives. Nothing was acquired.
+type IdempotencyConflictError struct {
+	Key        string // the idempotency key
+	OriginalID string // the grant the key belongs to
+}
+
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("locks: idempotency key %q was used for a different request (grant %s)", e.Key, e.OriginalID)
+}
+
+// Unwrap makes errors.Is(err, ErrIdempotencyConflict) true.
+func (e *IdempotencyConflictError) Unwrap() error { return ErrIdempotencyConflict }
+
+// FieldError names the request field a validation error is about (e.g.
+// "ttl"); it wraps the package sentinel (ErrInvalid, ErrTTLTooLong).
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// MinTTL is the shortest TTL accepted (leases, renewals, presence).
+const MinTTL = time.Millisecond
+
+// CheckTTL applies the one TTL rule of leases, renewals and presence:
+// 0 means def; otherwise MinTTL <= ttl <= max. Errors are *FieldError
+// for field wrapping ErrInvalid (negative, below 1ms) or ErrTTLTooLong.
+func CheckTTL(field string, ttl, def, max time.Duration) (time.Duration, error) {
+	switch {
+	case ttl == 0:
+		return def, nil
+	case ttl < 0:
+		return 0, &FieldError{field, fmt.Errorf("%w: %s %s is negative", ErrInvalid, field, ttl)}
+	case ttl < MinTTL:
+		return 0, &FieldError{field, fmt.Errorf("%w: %s %s is below the minimum %s (0 means the default)", ErrInvalid, field, ttl, MinTTL)}
+	case ttl > max:
+		return 0, &FieldError{field, fmt.Errorf("%w: %s %s exceeds the maximum %s", ErrTTLTooLong, field, ttl, max)}
+	}
+	return ttl, nil
+}
 
 // Limits on request fields, so records stay small (catalog records must
 // stay well under 1 MiB).
@@ -157,7 +232,8 @@ type AcquireRequest struct {
 	// Keys to take, all or nothing (canonicalized: exclusive wins over
 	// shared on the same key). 1..MaxLeaseKeys keys.
 	Keys []abi.ResourceKey
-	// TTL of the grant; 0 = DefaultTTL; more than MaxTTL: ErrTTLTooLong.
+	// TTL of the grant: 0 = DefaultTTL, else MinTTL..MaxTTL (see
+	// CheckTTL).
 	TTL time.Duration
 	// Wait is how long to queue for the keys; 0 fails at once with a
 	// *LeaseConflictError when they are not free.
@@ -166,9 +242,16 @@ type AcquireRequest struct {
 	Owner string
 	// Meta is free-form holder metadata shown in conflicts and Inspect.
 	Meta map[string]string
-	// IdempotencyKey, if set, makes a retry by the same owner return the
-	// same grant (token included) while that grant lives.
+	// IdempotencyKey, if set, makes a retry of the same request by the
+	// same Principal return the same grant (token included) while that
+	// grant lives. The same key with a different request (keys and modes,
+	// owner, effective TTL, meta) is an *IdempotencyConflictError; another
+	// principal's key never matches.
 	IdempotencyKey string
+	// Principal is who asks, as established by the caller's host (see
+	// TokenPrincipal, PluginPrincipal, PrincipalAnonymous); never taken
+	// from the request body. "" = PrincipalInProcess.
+	Principal string
 }
 
 // Grant is a granted lease. Token authenticates Renew and Release and is
@@ -187,6 +270,9 @@ type Grant struct {
 	CreatedAt time.Time     `json:"created_at"`
 	// Duplicate is set when an idempotent retry returned an existing grant.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Principal took the grant ("" for grants persisted before
+	// principals were recorded).
+	Principal string `json:"principal,omitempty"`
 }
 
 // GrantView is a grant as shown by List and Inspect: no token.
@@ -199,6 +285,7 @@ type GrantView struct {
 	TTL       time.Duration     `json:"ttl"`
 	ExpiresAt time.Time         `json:"expires_at"`
 	CreatedAt time.Time         `json:"created_at"`
+	Principal string            `json:"principal,omitempty"`
 }
 
 // WaiterView is one queued acquire on a key.

@@ -1,8 +1,12 @@
 package locks
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -59,16 +63,24 @@ type keyRecord struct {
 }
 
 type grantRecord struct {
-	V         int               `json:"v"`
-	Fence     uint64            `json:"fence"`
-	Token     string            `json:"token"`
-	Owner     string            `json:"owner"`
-	Meta      map[string]string `json:"meta,omitempty"`
-	Keys      []keyRecord       `json:"keys"`
-	TTLms     int64             `json:"ttl_ms"`
-	Idem      string            `json:"idem,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
-	ExpiresAt time.Time         `json:"expires_at"`
+	V     int               `json:"v"`
+	Fence uint64            `json:"fence"`
+	Token string            `json:"token"`
+	Owner string            `json:"owner"`
+	Meta  map[string]string `json:"meta,omitempty"`
+	Keys  []keyRecord       `json:"keys"`
+	TTLms int64             `json:"ttl_ms"`
+	Idem  string            `json:"idem,omitempty"`
+	// Principal took the grant. Records written before principals were
+	// recorded have none: their idempotency key then matches no retry
+	// (the grant itself, its token and fence are unaffected).
+	Principal string `json:"principal,omitempty"`
+	// FP is the fingerprint of the acquire request (see fingerprint):
+	// an idempotent retry must present the same. Without one (older
+	// records) the key alone matches.
+	FP        string    `json:"fp,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 type renewalRecord struct {
@@ -93,7 +105,7 @@ func encodeGrant(g *lgrant) []byte {
 	b, _ := json.Marshal(grantRecord{
 		V: recordVersion, Fence: g.fence, Token: g.token, Owner: g.owner, Meta: g.meta,
 		Keys: encodeKeys(g.keys), TTLms: g.ttl.Milliseconds(), Idem: g.idem,
-		CreatedAt: g.createdAt, ExpiresAt: g.expiresAt,
+		Principal: g.principal, FP: g.fp, CreatedAt: g.createdAt, ExpiresAt: g.expiresAt,
 	})
 	return b
 }
@@ -119,6 +131,9 @@ func decodeGrant(k, v []byte) (*grantRecord, []abi.ResourceKey, error) {
 	}
 	if r.Fence != fence {
 		return nil, nil, fmt.Errorf("locks: grant record %s: fence %d does not match its key", k, r.Fence)
+	}
+	if len(r.Principal) > MaxPrincipalLen {
+		return nil, nil, fmt.Errorf("locks: grant record %s: principal longer than %d bytes", k, MaxPrincipalLen)
 	}
 	if r.Token == "" || r.Owner == "" || r.TTLms <= 0 {
 		return nil, nil, fmt.Errorf("locks: grant record %s: missing token, owner or ttl", k)
@@ -154,4 +169,37 @@ func decodeRenewal(k, v []byte) (uint64, *renewalRecord, error) {
 		return 0, nil, fmt.Errorf("locks: renewal record %s: bad version or ttl", k)
 	}
 	return fence, &r, nil
+}
+
+// fingerprint identifies an acquire request for idempotency: the owner,
+// the canonical keys with their modes, the effective TTL and the meta
+// (sorted), each length-prefixed so no two requests share an encoding.
+// The idempotency key and the principal are not part of it (they select
+// the entry; the fingerprint says whether the retry is the same request).
+func fingerprint(r *leaseReq) string {
+	var b []byte
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	str(r.owner)
+	b = binary.AppendUvarint(b, uint64(len(r.keys)))
+	for _, k := range r.keys {
+		str(k.Domain)
+		str(k.Key)
+		b = append(b, byte(k.Mode))
+	}
+	b = binary.AppendVarint(b, int64(r.ttl))
+	mk := make([]string, 0, len(r.meta))
+	for k := range r.meta {
+		mk = append(mk, k)
+	}
+	sort.Strings(mk)
+	b = binary.AppendUvarint(b, uint64(len(mk)))
+	for _, k := range mk {
+		str(k)
+		str(r.meta[k])
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }

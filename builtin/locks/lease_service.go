@@ -142,24 +142,28 @@ func (s *Service) validateAcquire(r AcquireRequest) (*leaseReq, error) {
 	if err != nil {
 		return nil, err
 	}
-	ttl := r.TTL
-	switch {
-	case ttl < 0:
-		return nil, fmt.Errorf("%w: negative ttl %s", ErrInvalid, ttl)
-	case ttl == 0:
-		ttl = s.opts.DefaultTTL
-	case ttl > s.opts.MaxTTL:
-		return nil, fmt.Errorf("%w: %s exceeds the maximum %s", ErrTTLTooLong, ttl, s.opts.MaxTTL)
-	case ttl < time.Millisecond:
-		return nil, fmt.Errorf("%w: ttl %s is below 1ms", ErrInvalid, ttl)
+	ttl, err := CheckTTL("ttl", r.TTL, s.opts.DefaultTTL, s.opts.MaxTTL)
+	if err != nil {
+		return nil, err
 	}
 	if r.Wait < 0 {
-		return nil, fmt.Errorf("%w: negative wait %s", ErrInvalid, r.Wait)
+		return nil, &FieldError{"wait", fmt.Errorf("%w: negative wait %s", ErrInvalid, r.Wait)}
 	}
 	if len(r.IdempotencyKey) > MaxIdempotencyLen {
-		return nil, fmt.Errorf("%w: idempotency key longer than %d bytes", ErrInvalid, MaxIdempotencyLen)
+		return nil, &FieldError{"idempotency_key", fmt.Errorf("%w: idempotency key longer than %d bytes", ErrInvalid, MaxIdempotencyLen)}
 	}
-	return &leaseReq{owner: r.Owner, meta: cloneMeta(r.Meta), keys: ck, ttl: ttl, idem: r.IdempotencyKey}, nil
+	principal := r.Principal
+	if principal == "" {
+		principal = PrincipalInProcess
+	}
+	if len(principal) > MaxPrincipalLen {
+		return nil, fmt.Errorf("%w: principal longer than %d bytes", ErrInvalid, MaxPrincipalLen)
+	}
+	req := &leaseReq{owner: r.Owner, meta: cloneMeta(r.Meta), keys: ck, ttl: ttl, idem: r.IdempotencyKey, principal: principal}
+	if req.idem != "" {
+		req.fp = fingerprint(req)
+	}
+	return req, nil
 }
 
 // Acquire takes a lease on r.Keys, all or nothing. With r.Wait == 0 it
@@ -205,16 +209,11 @@ func (s *Service) acquire(ctx context.Context, r AcquireRequest) (*Grant, error)
 		}
 		now := s.now()
 		if req.idem != "" {
-			if g := s.t.idem[idemID{req.owner, req.idem}]; g != nil {
-				if !slices.Equal(g.keys, req.keys) {
-					s.mu.Unlock()
-					return nil, fmt.Errorf("%w: idempotency key %q was used for other keys (grant %s)", ErrInvalid, req.idem, g.id)
-				}
+			// Only the principal's own entries are looked at: another
+			// principal's grant is never returned, whatever owner,
+			// keys or idempotency key it repeats.
+			if g := s.t.idem[idemID{req.principal, req.idem}]; g != nil {
 				switch {
-				case g.state == gLive && !g.expired(now):
-					out := s.grantOut(g, true)
-					s.mu.Unlock()
-					return out, nil
 				case g.state == gPending:
 					s.mu.Unlock()
 					select {
@@ -223,6 +222,14 @@ func (s *Service) acquire(ctx context.Context, r AcquireRequest) (*Grant, error)
 					case <-ctx.Done():
 						return nil, fmt.Errorf("%w: waiting for the original request: %w", ErrCanceled, ctx.Err())
 					}
+				case g.state == gLive && !g.expired(now):
+					if g.fp != "" && g.fp != req.fp {
+						s.mu.Unlock()
+						return nil, &IdempotencyConflictError{Key: req.idem, OriginalID: g.id}
+					}
+					out := s.grantOut(g, true)
+					s.mu.Unlock()
+					return out, nil
 				}
 				// Expired or leaving: a retry now is a new request.
 			}
@@ -382,14 +389,14 @@ func (s *Service) grantOut(g *lgrant, dup bool) *Grant {
 	return &Grant{
 		ID: g.id, Token: g.token, Owner: g.owner, Meta: cloneMeta(g.meta),
 		Keys: slices.Clone(g.keys), Fence: g.fence, TTL: g.ttl,
-		ExpiresAt: g.expiresAt, CreatedAt: g.createdAt, Duplicate: dup,
+		ExpiresAt: g.expiresAt, CreatedAt: g.createdAt, Duplicate: dup, Principal: g.principal,
 	}
 }
 
 func grantView(g *lgrant) GrantView {
 	return GrantView{
 		ID: g.id, Owner: g.owner, Meta: cloneMeta(g.meta), Keys: slices.Clone(g.keys),
-		Fence: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt, CreatedAt: g.createdAt,
+		Fence: g.fence, TTL: g.ttl, ExpiresAt: g.expiresAt, CreatedAt: g.createdAt, Principal: g.principal,
 	}
 }
 
@@ -450,7 +457,7 @@ func (s *Service) reap(gs []*lgrant, why string) error {
 	var keys []abi.ResourceKey
 	for _, g := range gs {
 		s.t.remove(g)
-		s.recent.add(g.fence, g.token, why)
+		s.recent.add(g.fence, g.token, g.principal, why)
 		keys = append(keys, g.keys...)
 	}
 	s.m.expired(why, len(gs))
@@ -471,17 +478,19 @@ func parseGrantID(id string) (uint64, bool) {
 	return n, err == nil && n > 0
 }
 
-// lookup finds the live grant id with token. Must hold mu. Errors:
-// ErrNotHolder (unknown, wrong token, released, evicted), or ErrExpired
-// when expiredErr is set and the grant's TTL ran out.
-func (s *Service) lookup(id, token string, expiredErr bool) (*lgrant, error) {
+// lookup finds the live grant id with token. Must hold mu. With a
+// principal (not ""), a grant another principal took is treated exactly
+// like an unknown one. Errors: ErrNotHolder (unknown, wrong token or
+// principal, released, evicted), or ErrExpired when expiredErr is set and
+// the grant's TTL ran out.
+func (s *Service) lookup(id, token, principal string, expiredErr bool) (*lgrant, error) {
 	fence, ok := parseGrantID(id)
 	if !ok {
 		return nil, fmt.Errorf("%w: no grant %q", ErrNotHolder, id)
 	}
 	g := s.t.grants[fence]
-	if g == nil || g.token != token {
-		if r, ok := s.recent.get(fence); ok && r.token == token {
+	if g == nil || g.token != token || (principal != "" && g.principal != principal) {
+		if r, ok := s.recent.get(fence); ok && r.token == token && (principal == "" || r.principal == principal) {
 			if r.why == "expired" && expiredErr {
 				return nil, fmt.Errorf("%w: grant %s expired", ErrExpired, id)
 			}
@@ -503,21 +512,37 @@ func (s *Service) lookup(id, token string, expiredErr bool) (*lgrant, error) {
 // holder (same token) is a no-op. The deletion is durable before Release
 // returns, and only then are the keys handed on.
 func (s *Service) Release(ctx context.Context, id, token string) error {
+	return s.releaseOp(ctx, id, token, "")
+}
+
+// ReleaseAs is Release for a caller that may act only on its own grants
+// (plugins): a grant principal did not take is ErrNotHolder, exactly like
+// an unknown one, even with the right token. An empty principal is
+// ErrInvalid.
+func (s *Service) ReleaseAs(ctx context.Context, principal, id, token string) error {
+	if principal == "" {
+		return fmt.Errorf("%w: no principal", ErrInvalid)
+	}
+	return s.releaseOp(ctx, id, token, principal)
+}
+
+func (s *Service) releaseOp(ctx context.Context, id, token, principal string) error {
 	ctx, span := s.tracer.Start(ctx, "locks.release")
 	start := s.opts.Clock.Now()
-	err := s.release(ctx, id, token)
+	err := s.release(ctx, id, token, principal)
 	s.end(ctx, span, "release", start, err, attribute.String("locks.grant_id", id))
 	return err
 }
 
-func (s *Service) release(ctx context.Context, id, token string) error {
+func (s *Service) release(ctx context.Context, id, token, principal string) error {
 	s.mu.Lock()
 	fence, _ := parseGrantID(id)
-	if r, ok := s.recent.get(fence); ok && r.token == token && r.why == "released" && s.t.grants[fence] == nil {
+	if r, ok := s.recent.get(fence); ok && r.token == token && r.why == "released" && s.t.grants[fence] == nil &&
+		(principal == "" || r.principal == principal) {
 		s.mu.Unlock()
 		return nil // second release by the holder
 	}
-	g, err := s.lookup(id, token, false)
+	g, err := s.lookup(id, token, principal, false)
 	if err != nil {
 		if g != nil && g.state == gLeaving && g.leaveWhy == "released" {
 			s.mu.Unlock()
@@ -538,22 +563,36 @@ func (s *Service) release(ctx context.Context, id, token string) error {
 // re-acquired); a wrong token with ErrNotHolder. The new expiry is durable
 // before Renew returns.
 func (s *Service) Renew(ctx context.Context, id, token string, ttl time.Duration) (*Grant, error) {
+	return s.renewOp(ctx, id, token, "", ttl)
+}
+
+// RenewAs is Renew for a caller that may act only on its own grants
+// (plugins): a grant principal did not take is ErrNotHolder, exactly like
+// an unknown one, even with the right token. An empty principal is
+// ErrInvalid.
+func (s *Service) RenewAs(ctx context.Context, principal, id, token string, ttl time.Duration) (*Grant, error) {
+	if principal == "" {
+		return nil, fmt.Errorf("%w: no principal", ErrInvalid)
+	}
+	return s.renewOp(ctx, id, token, principal, ttl)
+}
+
+func (s *Service) renewOp(ctx context.Context, id, token, principal string, ttl time.Duration) (*Grant, error) {
 	ctx, span := s.tracer.Start(ctx, "locks.renew")
 	start := s.opts.Clock.Now()
-	g, err := s.renew(ctx, id, token, ttl)
+	g, err := s.renew(ctx, id, token, principal, ttl)
 	s.end(ctx, span, "renew", start, err, attribute.String("locks.grant_id", id))
 	return g, err
 }
 
-func (s *Service) renew(ctx context.Context, id, token string, ttl time.Duration) (*Grant, error) {
-	if ttl < 0 {
-		return nil, fmt.Errorf("%w: negative ttl %s", ErrInvalid, ttl)
-	}
-	if ttl > s.opts.MaxTTL {
-		return nil, fmt.Errorf("%w: %s exceeds the maximum %s", ErrTTLTooLong, ttl, s.opts.MaxTTL)
+func (s *Service) renew(ctx context.Context, id, token, principal string, ttl time.Duration) (*Grant, error) {
+	// 0 = the grant's current TTL (checked against the rule after the
+	// lookup, below).
+	if _, err := CheckTTL("ttl", ttl, MinTTL, s.opts.MaxTTL); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
-	g, err := s.lookup(id, token, true)
+	g, err := s.lookup(id, token, principal, true)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
@@ -608,13 +647,35 @@ func (s *Service) readOp(op string, start time.Time, err error) {
 //	b := &catalog.Batch{Checks: []catalog.Check{chk}, Ops: ops}
 //	_, err = store.Commit(ctx, b) // ErrConflict: fence went stale meanwhile
 func (s *Service) FenceCheck(key abi.ResourceKey, fence uint64) (_ catalog.Check, err error) {
+	return s.fenceCheck("", key, fence)
+}
+
+// FenceCheckAs is FenceCheck for a caller that may use only its own
+// grants (plugins; fenced writes through the API): a fence of a grant
+// principal did not take fails like a stale one (ErrNotHolder). An empty
+// principal is ErrInvalid.
+func (s *Service) FenceCheckAs(principal string, key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+	if principal == "" {
+		return catalog.Check{}, fmt.Errorf("%w: no principal", ErrInvalid)
+	}
+	return s.fenceCheck(principal, key, fence)
+}
+
+// CheckFenceAs is CheckFence restricted to principal's own grants (see
+// FenceCheckAs).
+func (s *Service) CheckFenceAs(principal string, key abi.ResourceKey, fence uint64) error {
+	_, err := s.FenceCheckAs(principal, key, fence)
+	return err
+}
+
+func (s *Service) fenceCheck(principal string, key abi.ResourceKey, fence uint64) (_ catalog.Check, err error) {
 	defer func(start time.Time) { s.readOp("check_fence", start, err) }(s.opts.Clock.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.t.keys[keyID{key.Domain, key.Key}]; st != nil {
 		now := s.now()
 		for _, h := range st.holders {
-			if h.fence == fence && h.state == gLive && !h.expired(now) {
+			if h.fence == fence && h.state == gLive && !h.expired(now) && (principal == "" || h.principal == principal) {
 				return catalog.Check{Key: grantKey(fence), Version: h.version}, nil
 			}
 		}
@@ -712,7 +773,7 @@ func (s *Service) forceRelease(ctx context.Context, key abi.ResourceKey, grantID
 	var keys []abi.ResourceKey
 	for _, g := range victims {
 		s.t.remove(g)
-		s.recent.add(g.fence, g.token, "evicted")
+		s.recent.add(g.fence, g.token, g.principal, "evicted")
 		keys = append(keys, g.keys...)
 	}
 	release(s.t.wake(keys, s.now(), s.opts.Clock.Now()))
@@ -954,7 +1015,11 @@ func (s *Service) recover(ctx context.Context) error {
 			ops = append(ops, catalog.Op{Key: grantKey(r.Fence), Delete: true}, catalog.Op{Key: renewalKey(r.Fence), Delete: true})
 			continue
 		}
-		g := s.t.grant(&leaseReq{owner: r.Owner, meta: r.Meta, keys: l.keys, ttl: ttl, idem: r.Idem}, r.CreatedAt)
+		// A record without a principal (written before principals were
+		// recorded) keeps its grant, but its idempotency key matches no
+		// retry: nobody can prove to be the principal that took it.
+		g := s.t.grant(&leaseReq{owner: r.Owner, meta: r.Meta, keys: l.keys, ttl: ttl, idem: r.Idem,
+			principal: r.Principal, fp: r.FP}, r.CreatedAt)
 		g.fence, g.id, g.token, g.version = r.Fence, strconv.FormatUint(r.Fence, 10), r.Token, l.ver
 		// Restart rule: the remaining TTL restarts now, and the new
 		// expiry is persisted so a second restart cannot shorten it.
@@ -981,8 +1046,9 @@ func (s *Service) recover(ctx context.Context) error {
 // ---- recently ended grants ----
 
 type recentEntry struct {
-	token string
-	why   string // released, expired, evicted
+	token     string
+	principal string
+	why       string // released, expired, evicted
 }
 
 // recentSet remembers the last N ended grants so that a late renew gets
@@ -997,13 +1063,13 @@ func newRecentSet(n int) recentSet {
 	return recentSet{m: make(map[uint64]recentEntry, n), order: make([]uint64, n)}
 }
 
-func (r *recentSet) add(fence uint64, token, why string) {
+func (r *recentSet) add(fence uint64, token, principal, why string) {
 	if old := r.order[r.next]; old != 0 {
 		delete(r.m, old)
 	}
 	r.order[r.next] = fence
 	r.next = (r.next + 1) % len(r.order)
-	r.m[fence] = recentEntry{token: token, why: why}
+	r.m[fence] = recentEntry{token: token, principal: principal, why: why}
 }
 
 func (r *recentSet) get(fence uint64) (recentEntry, bool) {
@@ -1029,7 +1095,8 @@ func (s *Service) end(ctx context.Context, span trace.Span, op string, start tim
 
 // ErrorCode maps an error of this package to its stable API code:
 // locked, not_holder, expired, ttl_too_long, invalid_key, canceled,
-// invalid_argument, not_found, unavailable (closed), or internal.
+// invalid_argument, conflict (idempotency key reused), not_found,
+// unavailable (closed), or internal.
 func ErrorCode(err error) string {
 	switch {
 	case err == nil:
@@ -1048,6 +1115,8 @@ func ErrorCode(err error) string {
 		return "canceled"
 	case errors.Is(err, ErrInvalid):
 		return "invalid_argument"
+	case errors.Is(err, ErrIdempotencyConflict):
+		return "conflict"
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
 	case errors.Is(err, ErrClosed), errors.Is(err, catalog.ErrClosed):

@@ -43,6 +43,8 @@ type lgrant struct {
 	keys      []abi.ResourceKey
 	ttl       time.Duration
 	idem      string
+	principal string // who took it ("" for records from before principals)
+	fp        string // request fingerprint ("" for old records: key alone matches)
 	createdAt time.Time
 	expiresAt time.Time     // wall clock, display and restart rule
 	deadline  time.Duration // monotonic; valid when live
@@ -67,6 +69,9 @@ type leaseReq struct {
 	keys  []abi.ResourceKey
 	ttl   time.Duration
 	idem  string
+	// principal took (or asks for) the grant; fp fingerprints the request.
+	principal string
+	fp        string
 }
 
 type lwaiter struct {
@@ -89,7 +94,9 @@ type lkey struct {
 	queue   []lqueued
 }
 
-type idemID struct{ owner, key string }
+// idemID scopes an idempotency key to the principal that used it: a
+// retry by anyone else never finds the entry.
+type idemID struct{ principal, key string }
 
 type leaseTable struct {
 	keys    map[keyID]*lkey
@@ -169,7 +176,7 @@ func containsGrant(gs []*lgrant, g *lgrant) bool {
 func (t *leaseTable) grant(req *leaseReq, created time.Time) *lgrant {
 	g := &lgrant{
 		owner: req.owner, meta: req.meta, keys: req.keys, ttl: req.ttl, idem: req.idem,
-		createdAt: created, state: gPending, heapIdx: -1,
+		principal: req.principal, fp: req.fp, createdAt: created, state: gPending, heapIdx: -1,
 		done: make(chan struct{}), gone: make(chan struct{}),
 	}
 	for _, k := range req.keys {
@@ -179,8 +186,8 @@ func (t *leaseTable) grant(req *leaseReq, created time.Time) *lgrant {
 			st.excl = true
 		}
 	}
-	if g.idem != "" {
-		t.idem[idemID{g.owner, g.idem}] = g
+	if g.idem != "" && g.principal != "" {
+		t.idem[idemID{g.principal, g.idem}] = g
 	}
 	return g
 }
@@ -229,8 +236,8 @@ func (t *leaseTable) remove(g *lgrant) {
 	if t.grants[g.fence] == g {
 		delete(t.grants, g.fence)
 	}
-	if g.idem != "" && t.idem[idemID{g.owner, g.idem}] == g {
-		delete(t.idem, idemID{g.owner, g.idem})
+	if g.idem != "" && t.idem[idemID{g.principal, g.idem}] == g {
+		delete(t.idem, idemID{g.principal, g.idem})
 	}
 	select {
 	case <-g.gone:

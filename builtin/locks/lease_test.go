@@ -566,11 +566,12 @@ func TestLeaseIdempotentAcquire(t *testing.T) {
 	if err != nil || g.ID != res[0].ID || !g.Duplicate {
 		t.Fatalf("after restart: %+v %v", g, err)
 	}
-	// Same key, other keys: rejected.
+	// Same key, other keys: a different request (conflict, see
+	// TestLeaseIdempotencyFingerprint).
 	_, err = e.svc.Acquire(bg, AcquireRequest{Owner: "A", IdempotencyKey: "req-1", Keys: []abi.ResourceKey{ex("k", "other")}})
-	wantCode(t, err, "invalid_argument")
-	// Another owner with the same key is a different request.
-	_, err = e.svc.Acquire(bg, AcquireRequest{Owner: "B", IdempotencyKey: "req-1", Keys: []abi.ResourceKey{ex("k", "i")}})
+	wantCode(t, err, "conflict")
+	// Another principal with the same request never gets the grant.
+	_, err = e.svc.Acquire(bg, AcquireRequest{Owner: "A", IdempotencyKey: "req-1", Keys: []abi.ResourceKey{ex("k", "i")}, Principal: "token:other"})
 	wantCode(t, err, "locked")
 }
 

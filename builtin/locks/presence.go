@@ -153,7 +153,8 @@ func validPresenceKey(key string) error {
 	return nil
 }
 
-// Announce adds or refreshes holder's entry on key for ttl (0: default).
+// Announce adds or refreshes holder's entry on key for ttl (0: default;
+// otherwise MinTTL..MaxTTL, see CheckTTL).
 // The first announce of a (key, holder) returns a new token; refreshing a
 // live entry requires that token (else ErrNotHolder: someone else uses the
 // holder name). Concurrent announces never create duplicates.
@@ -171,13 +172,9 @@ func (p *Presence) announce(key, holder string, meta map[string]string, ttl time
 	if err := validateOwnerMeta(holder, meta); err != nil {
 		return PresenceEntry{}, "", err
 	}
-	switch {
-	case ttl < 0:
-		return PresenceEntry{}, "", fmt.Errorf("%w: negative ttl", ErrInvalid)
-	case ttl == 0:
-		ttl = p.opts.DefaultTTL
-	case ttl > p.opts.MaxTTL:
-		return PresenceEntry{}, "", fmt.Errorf("%w: %s exceeds the maximum %s", ErrTTLTooLong, ttl, p.opts.MaxTTL)
+	ttl, err := CheckTTL("ttl", ttl, p.opts.DefaultTTL, p.opts.MaxTTL)
+	if err != nil {
+		return PresenceEntry{}, "", err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 func FuzzDecodeGrant(f *testing.F) {
 	g := &lgrant{fence: 7, token: "t", owner: "o", meta: map[string]string{"a": "b"},
 		keys: []abi.ResourceKey{ex("d", "k"), sh("e", "k")}, ttl: time.Second, idem: "i",
-		createdAt: time.Unix(1, 0).UTC(), expiresAt: time.Unix(2, 0).UTC()}
+		principal: "token:ops", fp: "00ff", createdAt: time.Unix(1, 0).UTC(), expiresAt: time.Unix(2, 0).UTC()}
 	f.Add(grantKey(7), encodeGrant(g))
 	f.Add(renewalKey(7), encodeRenewal(time.Second, time.Unix(3, 0)))
 	f.Add([]byte("lk/g/x"), []byte(`{"v":1}`))
@@ -21,9 +21,9 @@ func FuzzDecodeGrant(f *testing.F) {
 	f.Fuzz(func(t *testing.T, k, v []byte) {
 		if r, keys, err := decodeGrant(k, v); err == nil {
 			g := &lgrant{fence: r.Fence, token: r.Token, owner: r.Owner, meta: r.Meta, keys: keys,
-				ttl: time.Duration(r.TTLms) * time.Millisecond, idem: r.Idem, createdAt: r.CreatedAt, expiresAt: r.ExpiresAt}
+				ttl: time.Duration(r.TTLms) * time.Millisecond, idem: r.Idem, principal: r.Principal, fp: r.FP, createdAt: r.CreatedAt, expiresAt: r.ExpiresAt}
 			r2, keys2, err := decodeGrant(grantKey(r.Fence), encodeGrant(g))
-			if err != nil || r2.Token != r.Token || len(keys2) != len(keys) {
+			if err != nil || r2.Token != r.Token || r2.Principal != r.Principal || r2.FP != r.FP || len(keys2) != len(keys) {
 				t.Fatalf("re-encode: %v", err)
 			}
 		}

@@ -79,6 +79,9 @@ type Principal struct {
 	Name string
 	// Role is the token's role (RoleAdmin when auth is off).
 	Role Role
+	// Authenticated is set when a bearer token was checked (Name is then
+	// the token's name, which may be any string, even "anonymous").
+	Authenticated bool
 }
 
 type principalKey struct{}
@@ -162,7 +165,7 @@ func (a *authenticator) authorize(r *http.Request, need Role) (Principal, *Error
 		return Principal{}, Errorf(http.StatusUnauthorized, CodeTokenExpired, "token %q expired at %s",
 			found.name, found.expires.Format(time.RFC3339)).With("token", found.name).With("expires_at", found.expires.Format(time.RFC3339))
 	}
-	p := Principal{Name: found.name, Role: found.role}
+	p := Principal{Name: found.name, Role: found.role, Authenticated: true}
 	if p.Role < need {
 		return p, PermissionDenied("token %q has role %s; this operation needs %s", p.Name, p.Role, need).
 			With("role", p.Role.String()).With("required_role", need.String())

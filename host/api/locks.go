@@ -225,6 +225,17 @@ func queryKey(r *http.Request) (abi.ResourceKey, error) {
 	return k, nil
 }
 
+// LeasePrincipal is the lease-lock principal of the request in ctx:
+// locks.TokenPrincipal(token name) when authenticated with a token,
+// locks.PrincipalAnonymous when auth is off. Idempotent lease retries and
+// fenced plugin KV writes are scoped to it (docs/security.md).
+func LeasePrincipal(ctx context.Context) string {
+	if p, ok := PrincipalFrom(ctx); ok && p.Authenticated {
+		return locks.TokenPrincipal(p.Name)
+	}
+	return locks.PrincipalAnonymous
+}
+
 func actor(ctx context.Context) string {
 	if p, ok := PrincipalFrom(ctx); ok {
 		return p.Name
@@ -253,7 +264,10 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
-		req := locks.AcquireRequest{Owner: body.Owner, Meta: body.Meta, IdempotencyKey: body.IdempotencyKey}
+		// The principal comes from authentication, never from the body:
+		// an idempotent retry returns a grant only to whoever took it.
+		req := locks.AcquireRequest{Owner: body.Owner, Meta: body.Meta, IdempotencyKey: body.IdempotencyKey,
+			Principal: LeasePrincipal(r.Context())}
 		var err error
 		if req.TTL, err = parseDur("ttl", body.TTL, 0); err != nil {
 			return err
@@ -450,6 +464,19 @@ func lockError(err error) *Error {
 			"holders": holders, "waiters_ahead": ce.Waiters,
 		}}
 	}
+	var ie *locks.IdempotencyConflictError
+	if errors.As(err, &ie) {
+		return Conflict("%v", err).With("original_id", ie.OriginalID).With("field", "idempotency_key")
+	}
+	e := lockCodeError(err)
+	var fe *locks.FieldError
+	if e != nil && errors.As(err, &fe) {
+		e = e.With("field", fe.Field)
+	}
+	return e
+}
+
+func lockCodeError(err error) *Error {
 	switch locks.ErrorCode(err) {
 	case "locked":
 		return Errorf(http.StatusConflict, CodeLocked, "%v", err)

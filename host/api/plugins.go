@@ -49,6 +49,9 @@ type KVWrite struct {
 	Fence *abi.FencedKey
 	// By is the caller's token name (for the log).
 	By string
+	// Principal is the caller's lease principal (LeasePrincipal): a
+	// fenced write passes only with a fence of a grant it took.
+	Principal string
 }
 
 // KVFence names the lease lock whose fence a plugin KV write carries.
@@ -189,9 +192,10 @@ func RegisterPlugins(s *Server, svc PluginService) {
 //	DELETE /v1/plugins/{name}/kv/{key...}   delete; ?fence_domain=&fence_key=&fence=
 //
 // A fenced write ({"fence": {"domain", "key", "fence"}}) needs role write:
-// it commits only while the fence is a current holder's fence on that
-// lease lock, re-checked in the committing catalog transaction like a
-// plugin's kv_put_fenced, else 409 not_holder and nothing is written. An
+// it commits only while the fence is the current fence of a grant on that
+// lease lock taken by the caller's principal (LeasePrincipal), re-checked
+// in the committing catalog transaction like a plugin's kv_put_fenced,
+// else 409 not_holder and nothing is written. An
 // unfenced write overrides a plugin's state and needs role admin.
 func RegisterPluginKVWrites(s *Server, svc PluginKVWriter) {
 	write := func(w http.ResponseWriter, r *http.Request, kw KVWrite, fence *KVFence) error {
@@ -207,6 +211,7 @@ func RegisterPluginKVWrites(s *Server, svc PluginKVWriter) {
 		}
 		p, _ := PrincipalFrom(r.Context())
 		kw.By = p.Name
+		kw.Principal = LeasePrincipal(r.Context())
 		if fence == nil {
 			if p.Role < RoleAdmin {
 				return PermissionDenied("token %q has role %s; an unfenced plugin KV write needs admin (a fenced one needs write)", p.Name, p.Role).

@@ -17,28 +17,49 @@ import (
 // ErrLocked, ErrNotHolder, ErrExpired or ErrInvalidKey where they apply, so
 // guests get stable statuses; anything else reaches the guest as
 // "invalid" (wrapping ErrInvalidLockArg) or "unavailable".
+//
+// Every call names the calling plugin, and the service must scope it to
+// that plugin's own grants: an idempotent acquire returns only a grant the
+// same plugin took, and renew, release and fence checks of a grant the
+// plugin did not take fail with ErrNotHolder (as for an unknown grant),
+// whatever token or fence the guest presents. A plugin never sees or acts
+// on another principal's grant (docs/security.md).
 type Locks interface {
 	// Acquire takes every key or none, without waiting.
 	Acquire(ctx context.Context, req LeaseRequest) (abi.Lease, error)
-	// Renew extends a live grant (ttl 0 = its current TTL).
-	Renew(ctx context.Context, id, token string, ttl time.Duration) (abi.Lease, error)
-	// Release gives a grant up; a wrong token is ErrNotHolder.
-	Release(ctx context.Context, id, token string) error
-	// CheckFence passes only for a current holder's fence on key.
-	CheckFence(key abi.ResourceKey, fence uint64) error
+	// Renew extends plugin's live grant (ttl 0 = its current TTL).
+	Renew(ctx context.Context, plugin, id, token string, ttl time.Duration) (abi.Lease, error)
+	// Release gives plugin's grant up; a wrong token is ErrNotHolder.
+	Release(ctx context.Context, plugin, id, token string) error
+	// CheckFence passes only for the current fence on key of a grant
+	// plugin took.
+	CheckFence(plugin string, key abi.ResourceKey, fence uint64) error
 	// FenceCheck is CheckFence for fenced writes: a catalog.Check that
 	// holds exactly while the fence is current, to commit with the write.
-	FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error)
+	FenceCheck(plugin string, key abi.ResourceKey, fence uint64) (catalog.Check, error)
 }
 
 // LeaseRequest is a plugin's acquire. Plugins never wait: a host call
 // must not block while it holds a pool instance and the caller's worker.
 type LeaseRequest struct {
-	Keys           []abi.ResourceKey
-	TTL            time.Duration // 0 = the service's default
-	Owner          string        // the plugin's name unless the guest set one
+	Keys []abi.ResourceKey
+	TTL  time.Duration // 0 = the service's default
+	// Owner is set by the host, never taken as is from the guest: the
+	// plugin's name, or "<plugin>/<label>" when the guest gave a label
+	// (see PluginOwner).
+	Owner          string
 	IdempotencyKey string
-	Plugin         string // the calling plugin, for the service's records
+	Plugin         string // the calling plugin: the grant's principal
+}
+
+// PluginOwner is the owner a plugin's lease is recorded under: the
+// plugin's name, or "<plugin>/<label>" for a label the guest chose, so a
+// plugin can never pose as an operator or another plugin.
+func PluginOwner(plugin, label string) string {
+	if label == "" || label == plugin {
+		return plugin
+	}
+	return plugin + "/" + label
 }
 
 // Lock errors the Locks adapter wraps, mapped to guest statuses.
@@ -136,12 +157,8 @@ func hostLockAcquire(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusInvalid, "lock_acquire: ttl out of range")
 		return
 	}
-	owner := q.Owner
-	if owner == "" {
-		owner = cs.v.name
-	}
 	lease, err := l.Acquire(ctx, LeaseRequest{Keys: q.Keys, TTL: time.Duration(q.TTLMillis) * time.Millisecond,
-		Owner: owner, IdempotencyKey: q.IdempotencyKey, Plugin: cs.v.name})
+		Owner: PluginOwner(cs.v.name, q.Owner), IdempotencyKey: q.IdempotencyKey, Plugin: cs.v.name})
 	if err != nil {
 		stack[0] = cs.fail(lockStatus(err), err.Error())
 		return
@@ -169,7 +186,7 @@ func hostLockRenew(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusInvalid, "lock_renew: id (1..256 bytes), token and ttl_ms >= 0 required, in bounds")
 		return
 	}
-	lease, err := l.Renew(ctx, id, token, time.Duration(ttl)*time.Millisecond)
+	lease, err := l.Renew(ctx, cs.v.name, id, token, time.Duration(ttl)*time.Millisecond)
 	if err != nil {
 		stack[0] = cs.fail(lockStatus(err), err.Error())
 		return
@@ -189,7 +206,7 @@ func hostLockRelease(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusInvalid, "lock_release: id (1..256 bytes) and token required, in bounds")
 		return
 	}
-	if err := l.Release(ctx, id, token); err != nil {
+	if err := l.Release(ctx, cs.v.name, id, token); err != nil {
 		stack[0] = cs.fail(lockStatus(err), err.Error())
 		return
 	}
@@ -208,15 +225,15 @@ func hostFenceCheck(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusInvalidKey, fmt.Sprintf("fence_check: domain and key must be 1..%d bytes, in bounds", abi.MaxKeyLen))
 		return
 	}
-	if err := l.CheckFence(key, stack[4]); err != nil {
+	if err := l.CheckFence(cs.v.name, key, stack[4]); err != nil {
 		stack[0] = cs.fail(lockStatus(err), err.Error())
 		return
 	}
 	stack[0] = cs.ok(nil)
 }
 
-// hostKVPutFenced stages a KV put that commits only while fence is still a
-// current holder's fence on the lock key: the fence is checked now (a
+// hostKVPutFenced stages a KV put that commits only while fence is still
+// the current fence on the lock key of a grant this plugin took: the fence is checked now (a
 // stale one fails at once with not_holder) and its catalog.Check is added
 // to the callback's Checks, so the commit re-checks it in the same
 // transaction.
@@ -242,7 +259,7 @@ func hostKVPutFenced(ctx context.Context, mod api.Module, stack []uint64) {
 		stack[0] = cs.fail(abi.StatusInvalidKey, fmt.Sprintf("kv_put_fenced: lock domain and key must be 1..%d bytes, in bounds", abi.MaxKeyLen))
 		return
 	}
-	check, err := l.FenceCheck(lk, stack[8])
+	check, err := l.FenceCheck(cs.v.name, lk, stack[8])
 	if err != nil {
 		stack[0] = cs.fail(lockStatus(err), err.Error())
 		return

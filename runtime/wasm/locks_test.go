@@ -26,31 +26,31 @@ type serviceLocks struct{ s *locks.Service }
 
 func (p serviceLocks) Acquire(ctx context.Context, r LeaseRequest) (abi.Lease, error) {
 	g, err := p.s.Acquire(ctx, locks.AcquireRequest{Keys: r.Keys, TTL: r.TTL, Owner: r.Owner,
-		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey})
+		Meta: map[string]string{"plugin": r.Plugin}, IdempotencyKey: r.IdempotencyKey, Principal: locks.PluginPrincipal(r.Plugin)})
 	if err != nil {
 		return abi.Lease{}, testLockErr(err)
 	}
 	return testLeaseOf(g), nil
 }
 
-func (p serviceLocks) Renew(ctx context.Context, id, token string, ttl time.Duration) (abi.Lease, error) {
-	g, err := p.s.Renew(ctx, id, token, ttl)
+func (p serviceLocks) Renew(ctx context.Context, plugin, id, token string, ttl time.Duration) (abi.Lease, error) {
+	g, err := p.s.RenewAs(ctx, locks.PluginPrincipal(plugin), id, token, ttl)
 	if err != nil {
 		return abi.Lease{}, testLockErr(err)
 	}
 	return testLeaseOf(g), nil
 }
 
-func (p serviceLocks) Release(ctx context.Context, id, token string) error {
-	return testLockErr(p.s.Release(ctx, id, token))
+func (p serviceLocks) Release(ctx context.Context, plugin, id, token string) error {
+	return testLockErr(p.s.ReleaseAs(ctx, locks.PluginPrincipal(plugin), id, token))
 }
 
-func (p serviceLocks) CheckFence(key abi.ResourceKey, fence uint64) error {
-	return testLockErr(p.s.CheckFence(key, fence))
+func (p serviceLocks) CheckFence(plugin string, key abi.ResourceKey, fence uint64) error {
+	return testLockErr(p.s.CheckFenceAs(locks.PluginPrincipal(plugin), key, fence))
 }
 
-func (p serviceLocks) FenceCheck(key abi.ResourceKey, fence uint64) (catalog.Check, error) {
-	c, err := p.s.FenceCheck(key, fence)
+func (p serviceLocks) FenceCheck(plugin string, key abi.ResourceKey, fence uint64) (catalog.Check, error) {
+	c, err := p.s.FenceCheckAs(locks.PluginPrincipal(plugin), key, fence)
 	return c, testLockErr(err)
 }
 
@@ -194,15 +194,20 @@ func TestFencedPutStaleAfterForceRelease(t *testing.T) {
 	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "[not_holder]") {
 		t.Fatalf("stale fenced put: %v", err)
 	}
-	// The new holder's fence works.
-	res, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "put-with-fence", "lock": "x", "key": "k", "value": "v3", "fence": g.Fence}))
-	if err != nil {
+	// The new holder's fence is current, but not the plugin's: unusable.
+	_, err = e.rt.Ack(bg, leaseMsg(t, map[string]any{"op": "put-with-fence", "lock": "x", "key": "k", "value": "v3", "fence": g.Fence}))
+	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "[not_holder]") {
+		t.Fatalf("fenced put with another principal's current fence: %v", err)
+	}
+	// Once it is released, the plugin's own new lease writes.
+	if err := e.svc.Release(bg, g.ID, g.Token); err != nil {
 		t.Fatal(err)
 	}
+	res, _ = e.fencedAck(t, time.Minute)
 	if err := commit(bg, e.store, res); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := e.pluginKV(t, "k"); string(v) != "v3" {
+	if v, _ := e.pluginKV(t, "k"); string(v) != "v1" {
 		t.Fatalf("k = %q", v)
 	}
 }
@@ -266,10 +271,16 @@ func TestLeaseHostFunctions(t *testing.T) {
 	}
 
 	// Validators are read-only: fences may be checked, leases not taken.
-	if err := e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "busy", "fence": held.Fence}), nil); err != nil {
-		t.Fatalf("validator check of a live fence: %v", err)
+	// Only the plugin's own fences pass: the operator's is not its own.
+	err = e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "busy", "fence": held.Fence}), nil)
+	if err == nil || !strings.Contains(err.Error(), "[not_holder]") {
+		t.Fatalf("validator check of the operator's live fence: %v", err)
 	}
-	err = e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "busy", "fence": held.Fence - 1}), nil)
+	_, own := e.fencedAck(t, time.Minute)
+	if err := e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "x", "fence": own}), nil); err != nil {
+		t.Fatalf("validator check of the plugin's live fence: %v", err)
+	}
+	err = e.rt.Validate(bg, leaseMsg(t, map[string]any{"op": "check", "lock": "x", "fence": own - 1}), nil)
 	if err == nil || !strings.Contains(err.Error(), "[not_holder]") {
 		t.Fatalf("validator check of a wrong fence: %v", err)
 	}
@@ -277,7 +288,7 @@ func TestLeaseHostFunctions(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "[read_only]") {
 		t.Fatalf("validator acquire: %v", err)
 	}
-	if list := e.svc.List(0, 100); len(list) != 1 {
+	if list := e.svc.List(0, 100); len(list) != 2 {
 		t.Fatalf("grants after the validator: %+v", list)
 	}
 }
@@ -391,5 +402,124 @@ func TestFencedPutHammer(t *testing.T) {
 	t.Logf("%d commits, %d conflicts (fence evicted before the commit)", commits.Load(), conflicts.Load())
 	if commits.Load() == 0 {
 		t.Error("no fenced commit succeeded")
+	}
+}
+
+// stagedJSON decodes the value the callback staged under key suffix.
+func stagedJSON(t *testing.T, res *AckResult, suffix string, v any) bool {
+	t.Helper()
+	for _, op := range res.Ops {
+		if strings.HasSuffix(string(op.Key), suffix) {
+			if err := json.Unmarshal(op.Value, v); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// Issue 12, escape 1, with the real Wasm runtime and two plugins
+// ("leases" and the hostile "thief", testdata/thief): the thief repeats the
+// victim's keys, owner label and idempotency key, and an operator's, and
+// gets no grant; handed the victim's id, token and fence it can renew,
+// release, check and fence-write nothing; the victim keeps its grant.
+func TestPluginCannotStealLeases(t *testing.T) {
+	e := newLeaseEnv(t)
+	e.rt.Close()
+	e.rt = mustRuntime(t, Config{Plugins: []Spec{{Name: "leases", Path: wasmtest.Build(t, "testdata/leases")},
+		{Name: "thief", Path: wasmtest.Build(t, "testdata/thief")}},
+		Store: e.store, Locks: serviceLocks{e.svc}, Defaults: Limits{PoolSize: 1}})
+	ack := func(plugin string, fields map[string]any) (*AckResult, error) {
+		m := leaseMsg(t, fields)
+		if plugin == "thief" {
+			m.Type = "Thief"
+		}
+		return e.rt.Ack(bg, m)
+	}
+	steal := map[string]any{"op": "acquire-with", "lock": "v", "owner": "worker", "idem": "advance-1", "ttl_ms": 60000}
+	res, err := ack("leases", steal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		ID    string
+		Token string
+		Fence uint64
+	}
+	if !stagedJSON(t, res, "/got/v", &got) || got.Token == "" {
+		t.Fatalf("victim's acquire staged %+v", res.Ops)
+	}
+	view, _ := e.svc.Inspect(abi.ResourceKey{Domain: "job", Key: "v"})
+	if len(view.Holders) != 1 || view.Holders[0].Owner != "leases/worker" {
+		t.Fatalf("owner is not set by the host: %+v", view)
+	}
+	// The victim's own retry gets its grant back.
+	res, err = ack("leases", steal)
+	var again struct{ ID, Token string }
+	if err != nil || !stagedJSON(t, res, "/got/v", &again) || again.ID != got.ID || again.Token != got.Token {
+		t.Fatalf("victim's retry: %+v %v", again, err)
+	}
+	// The thief, same request: locked, nothing staged.
+	res, err = ack("thief", steal)
+	if !strings.Contains(fmt.Sprint(err), "[locked]") || res != nil && len(res.Ops) != 0 {
+		t.Fatalf("thief's acquire: %v %+v", err, res)
+	}
+	if strings.Contains(fmt.Sprint(err), got.Token) {
+		t.Fatalf("the thief saw the token: %v", err)
+	}
+	// The thief with the victim's id, token and fence: nothing works.
+	res, err = ack("thief", map[string]any{"op": "use", "lock": "v", "id": got.ID, "token": got.Token, "fence": got.Fence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var use map[string]string
+	stagedJSON(t, res, "/use/v", &use)
+	for _, op := range []string{"renew", "check", "fenced_put", "release"} {
+		if use[op] != "not_holder" {
+			t.Errorf("thief's %s of the victim's grant: %q, want not_holder", op, use[op])
+		}
+	}
+	view, _ = e.svc.Inspect(abi.ResourceKey{Domain: "job", Key: "v"})
+	if len(view.Holders) != 1 || view.Holders[0].Fence != got.Fence {
+		t.Fatalf("victim lost its grant: %+v", view)
+	}
+	// The victim itself can use it (same module, its own principal).
+	res, err = ack("leases", map[string]any{"op": "use", "lock": "v", "id": got.ID, "token": got.Token, "fence": got.Fence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use = nil
+	stagedJSON(t, res, "/use/v", &use)
+	for _, op := range []string{"renew", "check", "fenced_put", "release"} {
+		if use[op] != "ok" {
+			t.Errorf("owner's %s of its grant: %q, want ok", op, use[op])
+		}
+	}
+
+	// An operator's grant: a plugin naming the operator's owner and
+	// idempotency key gets nothing of it.
+	op, err := e.svc.Acquire(bg, locks.AcquireRequest{Keys: []abi.ResourceKey{{Domain: "job", Key: "op", Mode: abi.Exclusive}},
+		Owner: "operator", IdempotencyKey: "k", TTL: time.Minute, Principal: locks.TokenPrincipal("ops")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = ack("thief", map[string]any{"op": "acquire-with", "lock": "op", "owner": "operator", "idem": "k", "ttl_ms": 60000})
+	if !strings.Contains(fmt.Sprint(err), "[locked]") || res != nil && len(res.Ops) != 0 {
+		t.Fatalf("plugin acquiring as the operator: %v %+v", err, res)
+	}
+	res, err = ack("thief", map[string]any{"op": "use", "lock": "op", "id": op.ID, "token": op.Token, "fence": op.Fence})
+	if err != nil {
+		t.Fatal(err)
+	}
+	use = nil
+	stagedJSON(t, res, "/use/op", &use)
+	for _, o := range []string{"renew", "check", "fenced_put", "release"} {
+		if use[o] != "not_holder" {
+			t.Errorf("plugin's %s of the operator's grant: %q, want not_holder", o, use[o])
+		}
+	}
+	if v, err := e.svc.Get(op.ID); err != nil || v.TTL != time.Minute {
+		t.Fatalf("operator's grant changed: %+v %v", v, err)
 	}
 }

@@ -22,6 +22,12 @@ type req struct {
 	Value string `json:"value"`
 	Fence uint64 `json:"fence"`
 	TTLMs int64  `json:"ttl_ms"`
+	// acquire-with and use: a lease request or a grant to act on (maybe
+	// another principal's).
+	Owner string `json:"owner"`
+	Idem  string `json:"idem"`
+	ID    string `json:"id"`
+	Token string `json:"token"`
 }
 
 func lockKey(name string) abi.ResourceKey {
@@ -122,6 +128,34 @@ func ack(m sdk.Message) error {
 			return fail("acquire", err)
 		}
 		return nil
+	case "acquire-with":
+		// Acquire with a chosen owner label and idempotency key; stage
+		// what was granted under "got/<lock>" for the test to see.
+		l, err := sdk.AcquireLeaseWith(sdk.LeaseRequest{Keys: []abi.ResourceKey{lockKey(r.Lock)},
+			TTL: time.Duration(r.TTLMs) * time.Millisecond, Owner: r.Owner, IdempotencyKey: r.Idem})
+		if err != nil {
+			return fail("acquire", err)
+		}
+		fence, _ := l.FenceOf("job", r.Lock)
+		rec, _ := json.Marshal(map[string]any{"id": l.ID, "token": l.Token, "fence": fence})
+		return sdk.KVPut("got/"+r.Lock, rec)
+	case "use":
+		// Try everything on a grant given by id, token and fence, and
+		// stage each outcome under "use/<lock>".
+		l := sdk.Lease{ID: r.ID, Token: r.Token}
+		out := map[string]string{}
+		outcome := func(err error) string {
+			if err == nil {
+				return "ok"
+			}
+			return sentinel(err)
+		}
+		out["renew"] = outcome(l.Renew(time.Minute))
+		out["check"] = outcome(sdk.CheckFence(lockKey(r.Lock), r.Fence))
+		out["fenced_put"] = outcome(sdk.KVPutFenced("stolen", []byte("x"), lockKey(r.Lock), r.Fence))
+		out["release"] = outcome(l.Release())
+		rec, _ := json.Marshal(out)
+		return sdk.KVPut("use/"+r.Lock, rec)
 	case "bad-key":
 		_, err := sdk.AcquireLease([]abi.ResourceKey{{Domain: "", Key: "x"}}, time.Second)
 		return fail("acquire", err)
