@@ -81,3 +81,49 @@ func TestTokenExpiry(t *testing.T) {
 	check("a month later", laterTok, 401, CodeTokenExpired)
 	check("a month later", readTok, 200, "")
 }
+
+// With tokens on, every /v1/ request without a valid token gets 401,
+// whether or not a route matches it: an unknown path or method must not
+// answer 404/405 before authentication (that would let anyone enumerate
+// the routes). With a valid token of any role the 404/405 come back; paths
+// outside /v1/ are unaffected.
+func TestAuthBeforeRouting(t *testing.T) {
+	s := start(t, Options{Tokens: tokens()}, func(s *Server) {
+		s.Handle("GET /v1/things/{id}", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+			return WriteJSON(w, 200, map[string]string{})
+		})
+	})
+	cases := []struct {
+		method, path, token string
+		status              int
+		code                string
+	}{
+		{"GET", "/v1/nothing", "", 401, CodeUnauthenticated},
+		{"GET", "/v1/nothing", "wrong-token-0123456789", 401, CodeUnauthenticated},
+		{"PUT", "/v1/things/7", "", 401, CodeUnauthenticated},
+		{"GET", "/v1", "", 401, CodeUnauthenticated},
+		{"GET", "/v1/", "", 401, CodeUnauthenticated},
+		{"GET", "/v1/things/7", "", 401, CodeUnauthenticated},
+		{"GET", "/v1/nothing", readTok, 404, CodeNotFound},
+		{"PUT", "/v1/things/7", readTok, 405, CodeMethodNotAllowed},
+		{"GET", "/v1/things/7", readTok, 200, ""},
+		{"GET", "/elsewhere", "", 404, CodeNotFound},
+	}
+	for _, c := range cases {
+		r := do(t, s, c.method, c.path, c.token, "")
+		if r.Status != c.status || errCode(r) != c.code {
+			t.Errorf("%s %s token=%q: got %d %q, want %d %q (%s)", c.method, c.path, c.token, r.Status, errCode(r), c.status, c.code, r.Raw)
+		}
+	}
+	// The mux's own redirect (a path that needs cleaning) is no way around it.
+	req, _ := http.NewRequest("GET", s.URL()+"/v1/things/../nothing", nil)
+	req.URL.Opaque = "/v1/things/../nothing"
+	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("unclean path without token: %d, want 401", res.StatusCode)
+	}
+}

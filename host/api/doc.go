@@ -29,7 +29,9 @@
 //     argument); 401 unauthenticated without or with an unknown token, 403
 //     permission_denied when the role is too weak. Without tokens auth is
 //     off, which New allows only on a loopback address. PrincipalFrom
-//     returns the caller.
+//     returns the caller. Under /v1/ authentication comes before routing:
+//     without a valid token an unknown path or method is 401 too, never
+//     404/405, so the routes cannot be enumerated.
 //   - Limits: request bodies over Options.MaxBodyBytes (4 MiB) fail with 413
 //     too_large; the request context has a deadline (30 s; WithTimeout per
 //     route, negative for streams).

@@ -118,10 +118,11 @@ type Server struct {
 	duration metric.Float64Histogram
 	inflight metric.Int64UpDownCounter
 
-	mu      sync.RWMutex
-	routes  []Route
-	mappers []ErrorMapper
-	started bool
+	mu       sync.RWMutex
+	routes   []Route
+	patterns map[string]struct{} // registered patterns, for ServeHTTP
+	mappers  []ErrorMapper
+	started  bool
 
 	srv      *http.Server
 	ln       net.Listener
@@ -223,6 +224,10 @@ func (s *Server) Handle(pattern string, role Role, h HandlerFunc, opts ...RouteO
 		panic(fmt.Sprintf("api: Handle(%q) after Start", pattern))
 	}
 	s.routes = append(s.routes, Route{Method: method, Path: path, Role: role, Pattern: pattern})
+	if s.patterns == nil {
+		s.patterns = make(map[string]struct{})
+	}
+	s.patterns[pattern] = struct{}{}
 	s.mu.Unlock()
 	s.mux.Handle(pattern, s.wrap(pattern, role, rt, h))
 }
@@ -254,13 +259,40 @@ func (s *Server) AuthEnabled() bool { return s.auth.enabled() }
 
 // ServeHTTP serves one request (the http.Server's handler; tests may call
 // it directly).
+//
+// With tokens on, a request under /v1/ that matches no registered route
+// (404, 405, or a path the mux would redirect) is authenticated before it
+// is answered: an unauthenticated caller gets 401 for every /v1/ path, so
+// the routes cannot be enumerated without a token.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	if !s.isRoute(pattern) && s.auth.enabled() && isAPIPath(r.URL.Path) {
+		if _, aerr := s.auth.authorize(r, RoleRead); aerr != nil {
+			WriteError(w, aerr)
+			return
+		}
+	}
+	if pattern == "" {
 		s.noRoute(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// isRoute reports whether pattern is one registered with Handle (the mux
+// also returns patterns for its own redirects).
+func (s *Server) isRoute(pattern string) bool {
+	if pattern == "" {
+		return false
+	}
+	s.mu.RLock()
+	_, ok := s.patterns[pattern]
+	s.mu.RUnlock()
+	return ok
+}
+
+// isAPIPath reports whether p is under /v1 (the authenticated API).
+func isAPIPath(p string) bool { return p == "/v1" || strings.HasPrefix(p, "/v1/") }
 
 // noRoute answers 404 or 405 in the API's error shape.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
