@@ -277,7 +277,8 @@ func broadcastError(err error) *Error {
 	case errors.Is(err, broadcast.ErrKeyTooLong):
 		return InvalidField("idempotency_key", "%v", err).With("reason", "key_too_long")
 	case errors.Is(err, broadcast.ErrInvalidRequest):
-		return BadRequest("%v", err)
+		return invalidFrom(err, "resource_keys", fieldRule{"message type", "type"}, fieldRule{"property", "properties"},
+			fieldRule{"scope", "scope"}, fieldRule{"wait must", "wait"}, fieldRule{"vchannel", "vchannels"})
 	case errors.As(err, &tl):
 		return TooLarge("%v", err).With("what", tl.What).With("size", tl.Size).With("limit", tl.Limit).With("limit_option", tl.LimitOption)
 	case errors.Is(err, broadcast.ErrTooLarge):

@@ -39,6 +39,14 @@
 //     traceparent; the http.server.request.duration histogram.
 //   - A panic becomes 500 internal with the stack logged; the connection is
 //     not dropped.
+//   - Input is valid UTF-8 or refused: DecodeJSON checks every body string
+//     (values and object keys, lone \u surrogates too) before decoding and
+//     the server checks path and query parameters before the handler, each
+//     a 400 invalid_argument naming details.field (utf8check.go) — never
+//     a silent U+FFFD that would make distinct keys collide.
+//   - Errors are capped when written (WriteError): message 1 KiB, string
+//     details 256 B, cut values end in TruncatedMark; an invalid_argument
+//     without details.field gets "request".
 //
 // Lists use PageParams / WriteList: query limit (default 100, max 1000) and
 // page_token, response {"items": [...], "next_page_token": ""}.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
+	"strings"
+	"unicode/utf8"
 )
 
 // Error codes: stable strings that clients match on. docs/api.md lists them.
@@ -84,7 +87,8 @@ func BadRequest(format string, args ...any) *Error {
 }
 
 // InvalidField is 400 invalid_argument naming the offending field in
-// details.field.
+// details.field. Every invalid_argument names a field: WriteError puts
+// "request" there when a handler did not (see invalidFrom).
 func InvalidField(field, format string, args ...any) *Error {
 	return BadRequest(format, args...).With("field", field)
 }
@@ -168,4 +172,82 @@ func (s *Server) toAPIError(err error) *Error {
 		return Errorf(499, CodeCanceled, "the request was canceled").Wrap(err)
 	}
 	return Internal(err)
+}
+
+// fieldRule maps a marker in a feature's validation message to the
+// request field it is about (see invalidFrom).
+type fieldRule struct{ marker, field string }
+
+var indexedKey = regexp.MustCompile(`(resource key|key) #(\d+)`)
+
+// invalidFrom is 400 invalid_argument for a feature's validation error
+// (wrapped as the cause), naming in details.field the field of the first
+// rule whose marker the message contains; a "key #N" in the message
+// becomes indexed+"[N]". Without a match the field is "request".
+func invalidFrom(err error, indexed string, rules ...fieldRule) *Error {
+	msg := err.Error()
+	field := "request"
+	if m := indexedKey.FindStringSubmatch(msg); m != nil && indexed != "" {
+		field = indexed + "[" + m[2] + "]"
+	} else {
+		for _, r := range rules {
+			if strings.Contains(msg, r.marker) {
+				field = r.field
+				break
+			}
+		}
+	}
+	return InvalidField(field, "%s", msg).Wrap(err)
+}
+
+// Limits on what an error response echoes back, so that a 1 MiB key does
+// not come back as a 1 MiB error: the message is cut to MaxErrorMessage
+// bytes and every string detail to MaxErrorDetail bytes, each ending in
+// TruncatedMark when cut.
+const (
+	MaxErrorMessage = 1024
+	MaxErrorDetail  = 256
+	TruncatedMark   = "…(truncated)"
+)
+
+// truncate cuts s to at most max bytes (at a rune boundary), ending in
+// TruncatedMark when it was cut.
+func truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - len(TruncatedMark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + TruncatedMark
+}
+
+// capped returns e as sent to a client: message and string details
+// truncated (see MaxErrorMessage), and details.field set on an
+// invalid_argument that lacks it. e itself is not changed.
+func capped(e *Error) *Error {
+	c := *e
+	c.Message = truncate(e.Message, MaxErrorMessage)
+	if len(e.Details) > 0 || e.Code == CodeInvalidArgument {
+		c.Details = make(map[string]any, len(e.Details)+1)
+		for k, v := range e.Details {
+			switch v := v.(type) {
+			case string:
+				c.Details[k] = truncate(v, MaxErrorDetail)
+			case []string:
+				out := make([]string, len(v))
+				for i, s := range v {
+					out[i] = truncate(s, MaxErrorDetail)
+				}
+				c.Details[k] = out
+			default:
+				c.Details[k] = v
+			}
+		}
+		if _, ok := c.Details["field"]; !ok && e.Code == CodeInvalidArgument {
+			c.Details["field"] = "request"
+		}
+	}
+	return &c
 }

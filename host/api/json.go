@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,9 @@ import (
 // DecodeJSON reads the request body as one JSON value into v. It rejects
 // unknown fields, trailing data, an empty body, a non-JSON content type and
 // a body over the server's size limit, each as an *Error naming the problem.
+// A string (value or object key) that is not valid UTF-8 is 400
+// invalid_argument naming it in details.field (see invalidJSONString): it
+// is refused, never replaced by U+FFFD.
 func DecodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -23,7 +27,17 @@ func DecodeJSON(r *http.Request, v any) error {
 				"Content-Type must be application/json, got %q", ct)
 		}
 	}
-	dec := json.NewDecoder(r.Body)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return jsonError(err)
+	}
+	if field, key, bad := invalidJSONString(body); bad {
+		if key {
+			return InvalidField(field, "an object key in %s is not valid UTF-8 (invalid bytes or a lone \\u surrogate escape)", field)
+		}
+		return InvalidField(field, "%s is not valid UTF-8 (invalid bytes or a lone \\u surrogate escape)", field)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -32,7 +46,7 @@ func DecodeJSON(r *http.Request, v any) error {
 		if err != nil {
 			return jsonError(err)
 		}
-		return BadRequest("request body must hold exactly one JSON value")
+		return InvalidField("body", "request body must hold exactly one JSON value")
 	}
 	return nil
 }
@@ -47,16 +61,16 @@ func jsonError(err error) *Error {
 	case errors.As(err, &maxErr):
 		return TooLarge("request body exceeds %d bytes", maxErr.Limit).With("limit_bytes", maxErr.Limit)
 	case errors.Is(err, io.EOF):
-		return BadRequest("request body is empty; a JSON object is required")
+		return InvalidField("body", "request body is empty; a JSON object is required")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return BadRequest("request body is truncated JSON")
+		return InvalidField("body", "request body is truncated JSON")
 	case errors.As(err, &syntaxErr):
-		return BadRequest("request body is not valid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr).
+		return InvalidField("body", "request body is not valid JSON at byte %d: %v", syntaxErr.Offset, syntaxErr).
 			With("offset", syntaxErr.Offset)
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return BadRequest("request body must be a JSON %s, got %s", typeName(typeErr), typeErr.Value)
+			return InvalidField("body", "request body must be a JSON %s, got %s", typeName(typeErr), typeErr.Value)
 		}
 		return InvalidField(field, "field %q must be %s, got %s", field, typeName(typeErr), typeErr.Value)
 	}
@@ -64,7 +78,7 @@ func jsonError(err error) *Error {
 		f = strings.Trim(f, `"`)
 		return InvalidField(f, "unknown field %q", f)
 	}
-	return BadRequest("invalid request body: %v", err)
+	return InvalidField("body", "invalid request body: %v", err)
 }
 
 func typeName(e *json.UnmarshalTypeError) string {
@@ -98,7 +112,10 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 // WriteError writes err in the API's error shape. Handlers normally return
-// errors instead; this is for code outside a HandlerFunc.
+// errors instead; this is for code outside a HandlerFunc. The message and
+// string details are capped (MaxErrorMessage, MaxErrorDetail) so that no
+// input is echoed back whole, and an invalid_argument always names
+// details.field ("request" when the handler named none).
 func WriteError(w http.ResponseWriter, e *Error) {
 	status := e.Status
 	if status == 0 {
@@ -109,7 +126,7 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	}
 	_ = WriteJSON(w, status, struct {
 		Error *Error `json:"error"`
-	}{e})
+	}{capped(e)})
 }
 
 // Pagination limits.

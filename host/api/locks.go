@@ -489,7 +489,8 @@ func lockCodeError(err error) *Error {
 	case "invalid_key":
 		return Errorf(http.StatusBadRequest, CodeInvalidKey, "%v", err)
 	case "invalid_argument":
-		return BadRequest("%v", err)
+		return invalidFrom(err, "keys", fieldRule{"idempotency key", "idempotency_key"}, fieldRule{"owner", "owner"}, fieldRule{"meta", "meta"}, fieldRule{"ttl", "ttl"},
+			fieldRule{"wait", "wait"}, fieldRule{"reason", "reason"})
 	case "not_found":
 		return NotFound("%v", err)
 	case "unavailable":

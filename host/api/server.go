@@ -470,6 +470,7 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 		timeout = rt.timeout
 	}
 	method, path, _ := strings.Cut(pattern, " ")
+	params := routeParams(path)
 	routeAttrs := []attribute.KeyValue{
 		attribute.String("http.request.method", method),
 		attribute.String("http.route", path),
@@ -516,8 +517,8 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 			}
 			s.duration.Record(ctx, time.Since(start).Seconds(), durSet)
 			lvl := slog.LevelDebug
-			if status >= 500 {
-				lvl = slog.LevelWarn
+			if status >= 500 && !(role == RolePublic && status == http.StatusServiceUnavailable) {
+				lvl = slog.LevelWarn // a public probe's 503 (not ready yet) is expected: debug
 			}
 			if !s.log.Enabled(ctx, lvl) {
 				return // build no log arguments for a disabled level
@@ -543,12 +544,21 @@ func (s *Server) wrap(pattern string, role Role, rt route, h HandlerFunc) http.H
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
+		if perr := invalidParam(r, params); perr != nil {
+			WriteError(w, perr)
+			return
+		}
 		if r.Body != nil {
 			r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)
 		}
 		if err := h(w, r.WithContext(ctx)); err != nil {
 			ae := s.toAPIError(err)
-			if ae.Status >= 500 {
+			switch {
+			case role == RolePublic && ae.Code == CodeUnavailable:
+				// /readyz answering 503 while hostd starts or stops is the
+				// probe working, not an error.
+				s.log.Debug("api probe: not ready", "route", pattern, "err", err)
+			case ae.Status >= 500:
 				span.RecordError(err)
 				span.SetStatus(codes.Error, ae.Code)
 				s.log.Error("api request failed", "route", pattern, "code", ae.Code, "err", err)

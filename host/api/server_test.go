@@ -464,3 +464,33 @@ func TestShutdownTwice(t *testing.T) {
 		}
 	}
 }
+
+// /readyz answering 503 while hostd starts is the probe doing its job: it
+// is logged at DEBUG, never at ERROR or WARN. A 503 from any other route
+// still is.
+func TestReadyzNotReadyIsNotAnError(t *testing.T) {
+	logs := &syncBuf{}
+	s := start(t, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Ready: func() []string { return []string{"broadcast recovery"} }}, func(s *Server) {
+		s.Handle("GET /v1/down", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+			return Unavailable("the engine is closed")
+		})
+	})
+	for i := 0; i < 3; i++ {
+		if r := do(t, s, "GET", "/readyz", "", ""); r.Status != 503 {
+			t.Fatalf("readyz: %d", r.Status)
+		}
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "readyz") && (strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN")) {
+			t.Errorf("readyz 503 logged as a problem: %s", line)
+		}
+	}
+	if !strings.Contains(logs.String(), "level=DEBUG") {
+		t.Errorf("readyz 503 not logged at debug:\n%s", logs.String())
+	}
+	do(t, s, "GET", "/v1/down", "", "")
+	if !strings.Contains(logs.String(), `level=ERROR msg="api request failed" route="GET /v1/down"`) {
+		t.Errorf("a 503 from an API route is still an error:\n%s", logs.String())
+	}
+}

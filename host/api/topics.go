@@ -307,7 +307,8 @@ func mappingError(err error) *Error {
 	case errors.Is(err, mapping.ErrReserved):
 		return InvalidField("topic", "%v", err).With("reason", "reserved")
 	case errors.Is(err, mapping.ErrInvalid), errors.Is(err, wal.ErrInvalid):
-		return BadRequest("%v", err)
+		return invalidFrom(err, "", fieldRule{"limit", "limit"}, fieldRule{"max_age", "retention.max_age"},
+			fieldRule{"batch", "records"}, fieldRule{"no parts", "records"}, fieldRule{"queue name", "vchannel"})
 	case errors.Is(err, mapping.ErrSequence):
 		return Conflict("%v", err).With("reason", "producer_sequence")
 	case errors.Is(err, wal.ErrTooLarge):
