@@ -94,7 +94,13 @@ func newBroadcastSendCmd(g *globals) *cobra.Command {
 			if res.TimedOut {
 				fmt.Fprintf(g.stderr, "hostd: wait ended before %q; broadcast %d is persisted and will complete (hostd broadcast get %d)\n", req.Wait, res.ID, res.ID)
 			}
-			return g.print(res, []string{"ID", "STATE", "DUPLICATE", "APPENDS", "ERROR"}, rows)
+			if err := g.print(res, []string{"ID", "STATE", "DUPLICATE", "APPENDS", "ERROR"}, rows); err != nil {
+				return err
+			}
+			if res.State == "FAILED" {
+				return withCode(exitFailed, fmt.Errorf("broadcast %d ended FAILED: %s", res.ID, res.Error))
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -114,10 +120,10 @@ func taskRows(ts []client.BroadcastTask) [][]string {
 	for _, t := range ts {
 		fin := ""
 		if t.FinishedAt != nil {
-			fin = t.FinishedAt.Format(time.RFC3339)
+			fin = fmtTime(*t.FinishedAt)
 		}
 		rows = append(rows, []string{strconv.FormatUint(t.ID, 10), t.Message.Type, string(t.State),
-			strconv.Itoa(t.Attempts), t.CreatedAt.Format(time.RFC3339), fin, t.LastError})
+			strconv.Itoa(t.Attempts), fmtTime(t.CreatedAt), fin, t.LastError})
 	}
 	return rows
 }
@@ -178,7 +184,7 @@ func newBroadcastGetCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(w, "next retry:  %s\n", t.NextRetry.Format(time.RFC3339Nano))
 			}
 			if t.Abandoned != nil {
-				fmt.Fprintf(w, "abandoned:   by %s at %s: %s\n", t.Abandoned.By, t.Abandoned.At.Format(time.RFC3339), t.Abandoned.Reason)
+				fmt.Fprintf(w, "abandoned:   by %s at %s: %s\n", t.Abandoned.By, fmtTime(t.Abandoned.At), t.Abandoned.Reason)
 			}
 			if t.TraceID != "" {
 				fmt.Fprintf(w, "trace:       %s (hostd trace show %s)\n", t.TraceID, t.TraceID)

@@ -97,6 +97,9 @@ func newChannelReadCmd(g *globals) *cobra.Command {
 				header = false
 				from = res.Next
 				if !follow {
+					if res.Next < res.Max {
+						fmt.Fprintf(g.stderr, "hostd: more messages: continue with --from %d (retained up to %d)\n", res.Next, res.Max)
+					}
 					return nil
 				}
 			}

@@ -47,11 +47,16 @@ func defaultOwner() string {
 	return name + "@" + host
 }
 
+// tableTime is how CLI tables show a time: local, to the millisecond
+// (expiries, retries and finishes a fraction of a second apart must not
+// look equal).
+const tableTime = "2006-01-02T15:04:05.000Z07:00"
+
 func fmtTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format(time.RFC3339)
+	return t.Local().Format(tableTime)
 }
 
 func fmtMeta(m map[string]string) string {

@@ -40,6 +40,7 @@ const (
 	exitError  = 1 // the command failed
 	exitUsage  = 2 // bad flags or arguments
 	exitConfig = 3 // the configuration is invalid
+	exitFailed = 4 // the operation ran and ended FAILED (broadcast send)
 )
 
 // globals are the flags every client command shares, and the output.

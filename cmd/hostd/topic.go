@@ -252,7 +252,7 @@ func newTopicDescribeCmd(g *globals) *cobra.Command {
 				return g.print(ti, nil, nil)
 			}
 			fmt.Fprintf(g.stdout, "topic %s: %d queues, epoch %d, policy %s, created %s\n", ti.Topic.Name, ti.Topic.Queues,
-				ti.Topic.Epoch, ti.Topic.Policy, ti.Topic.Created.Format(time.RFC3339))
+				ti.Topic.Epoch, ti.Topic.Policy, fmtTime(ti.Topic.Created))
 			if r := ti.Topic.Retention; r.MaxAge > 0 || r.MaxBytes > 0 {
 				fmt.Fprintf(g.stdout, "retention: max age %s, max bytes %d\n", r.MaxAge, r.MaxBytes)
 			}
@@ -302,7 +302,7 @@ func newTopicLsCmd(g *globals) *cobra.Command {
 			}
 			var rows [][]string
 			for _, t := range l.Items {
-				rows = append(rows, []string{t.Name, strconv.Itoa(t.Queues), strconv.FormatUint(t.Epoch, 10), t.Policy, t.Created.Format(time.RFC3339)})
+				rows = append(rows, []string{t.Name, strconv.Itoa(t.Queues), strconv.FormatUint(t.Epoch, 10), t.Policy, fmtTime(t.Created)})
 			}
 			if err := g.print(l, []string{"TOPIC", "QUEUES", "EPOCH", "POLICY", "CREATED"}, rows); err != nil {
 				return err
