@@ -19,9 +19,13 @@ type Traces struct {
 	Exporter string `koanf:"exporter"`
 	// File configures the "file" exporter's rotation.
 	File TraceFile `koanf:"file"`
-	// Endpoint is the OTLP collector: host:port for otlp-grpc (default
-	// localhost:4317), host:port or URL for otlp-http (default
-	// localhost:4318). Empty uses the exporter's default.
+	// Endpoint is the OTLP collector, for both OTLP exporters either a URL
+	// (http://collector:4318; the scheme decides TLS; otlp-http posts to
+	// the URL's path, /v1/traces when it has none) or host:port (TLS unless
+	// insecure; otlp-http posts to /v1/traces). Empty uses the exporter's
+	// default (localhost:4317 for otlp-grpc, localhost:4318 for
+	// otlp-http). `hostd trace push --endpoint` parses it the same way
+	// (ParseOTLPEndpoint).
 	Endpoint string `koanf:"endpoint"`
 	// Headers are sent with every OTLP export (e.g. an API key).
 	Headers map[string]string `koanf:"headers"`
@@ -79,6 +83,7 @@ func (t *Telemetry) validate(p *problems) {
 	}
 	p.oneOf("telemetry.traces.exporter", t.Traces.Exporter, TraceExporters...)
 	positive(p, "telemetry.traces.timeout", t.Traces.Timeout)
+	t.Traces.validateOTLPEndpoint(p)
 	if t.Traces.File.MaxSize < 4<<10 {
 		p.addOnce("telemetry.traces.file.max_size", "must be at least 4KiB, got %d bytes", t.Traces.File.MaxSize)
 	}

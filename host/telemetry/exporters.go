@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sort"
-	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -49,19 +48,18 @@ func ExporterNames() []string {
 	return out
 }
 
-func isURL(s string) bool {
-	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
-}
-
 func newOTLPGRPC(ctx context.Context, cfg config.Traces, _ ExporterEnv) (sdktrace.SpanProcessor, error) {
 	var opts []otlptracegrpc.Option
-	switch {
-	case isURL(cfg.Endpoint):
-		opts = append(opts, otlptracegrpc.WithEndpointURL(cfg.Endpoint))
-	case cfg.Endpoint != "":
-		opts = append(opts, otlptracegrpc.WithEndpoint(cfg.Endpoint))
+	insecure := cfg.Insecure
+	if cfg.Endpoint != "" {
+		e, err := config.ParseOTLPEndpoint(cfg.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, otlptracegrpc.WithEndpoint(e.HostPort))
+		insecure = e.Insecure(cfg.Insecure)
 	}
-	if cfg.Insecure {
+	if insecure {
 		opts = append(opts, otlptracegrpc.WithInsecure())
 	}
 	if len(cfg.Headers) > 0 {
@@ -77,15 +75,21 @@ func newOTLPGRPC(ctx context.Context, cfg config.Traces, _ ExporterEnv) (sdktrac
 	return sdktrace.NewBatchSpanProcessor(exp), nil
 }
 
+// newOTLPHTTP posts to the endpoint's path: a URL without one (the way
+// users write it, http://collector:4318) gets /v1/traces, as `hostd trace
+// push` does; the SDK's own URL option would post to "/".
 func newOTLPHTTP(ctx context.Context, cfg config.Traces, _ ExporterEnv) (sdktrace.SpanProcessor, error) {
 	var opts []otlptracehttp.Option
-	switch {
-	case isURL(cfg.Endpoint):
-		opts = append(opts, otlptracehttp.WithEndpointURL(cfg.Endpoint))
-	case cfg.Endpoint != "":
-		opts = append(opts, otlptracehttp.WithEndpoint(cfg.Endpoint))
+	insecure := cfg.Insecure
+	if cfg.Endpoint != "" {
+		e, err := config.ParseOTLPEndpoint(cfg.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, otlptracehttp.WithEndpoint(e.HostPort), otlptracehttp.WithURLPath(e.Path))
+		insecure = e.Insecure(cfg.Insecure)
 	}
-	if cfg.Insecure {
+	if insecure {
 		opts = append(opts, otlptracehttp.WithInsecure())
 	}
 	if len(cfg.Headers) > 0 {

@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -77,6 +79,7 @@ func New(ctx context.Context, cfg config.Telemetry, opts Options) (*Providers, e
 	if opts.ServiceVersion != "" {
 		attrs = append(attrs, attribute.String("service.version", opts.ServiceVersion))
 	}
+	routeOTelErrors(opts.Logger)
 	res := resource.NewSchemaless(attrs...)
 	p := &Providers{InstanceID: id, Resource: res, traces: cfg.Traces,
 		env: ExporterEnv{DataDir: opts.DataDir, Logger: opts.Logger, Resource: res}}
@@ -171,4 +174,15 @@ func newInstanceID() (string, error) {
 		return "", fmt.Errorf("telemetry: instance id: %w", err)
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// routeOTelErrors sends what the OTel SDK reports on its own — a failed
+// export, a dropped span — to hostd's structured log instead of Go's log
+// package (the SDK's default). The SDK's handler is process-wide: the last
+// New wins, which is the running hostd.
+func routeOTelErrors(log *slog.Logger) {
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Error("opentelemetry: export or SDK error", "err", err)
+	}))
+	otel.SetLogger(logr.FromSlogHandler(log.With("component", "opentelemetry").Handler()))
 }

@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/hostd-dev/hostd/host/config"
 )
 
 // ErrPush is returned (wrapped) when a collector refuses spans.
@@ -45,19 +46,18 @@ type PushResult struct {
 }
 
 // TracesURL returns the /v1/traces URL for an endpoint: a URL with no path
-// (or "/") gets /v1/traces appended; a URL with a path is used as is.
+// (or "/") gets /v1/traces appended; a URL with a path is used as is. It
+// parses with config.ParseOTLPEndpoint, as the OTLP exporters do; push
+// needs a URL (the scheme says whether TLS is used).
 func TracesURL(endpoint string) (string, error) {
-	u, err := url.Parse(strings.TrimSpace(endpoint))
+	e, err := config.ParseOTLPEndpoint(endpoint)
 	if err != nil {
-		return "", fmt.Errorf("%w: bad endpoint %q: %v", ErrPush, endpoint, err)
+		return "", fmt.Errorf("%w: %v", ErrPush, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	if e.Scheme == "" {
 		return "", fmt.Errorf("%w: endpoint %q must be an http:// or https:// URL", ErrPush, endpoint)
 	}
-	if u.Path == "" || u.Path == "/" {
-		u.Path = "/v1/traces"
-	}
-	return u.String(), nil
+	return e.URL(false), nil
 }
 
 // Push posts the spans of td to an OTLP/HTTP collector as binary protobuf,
