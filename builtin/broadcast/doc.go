@@ -1,9 +1,9 @@
 // Package broadcast is hostd's broadcast engine: one message, atomically and
 // idempotently, to a set of vchannels (always including the control channel
 // "_control/0"), with an ack callback per message type that runs exactly
-// once in effect. The behaviour is specified in
-// ../shared/design/broadcast.md (seed 000, the Milvus Broadcaster); this
-// page says how the code implements it.
+// once in effect. The behaviour is specified in docs/design/broadcast.md
+// (after the Milvus Broadcaster); this page says how the code implements
+// it.
 //
 // # Using it
 //

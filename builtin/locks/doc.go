@@ -3,7 +3,7 @@
 // fencing (for operators, clients and plugins), presence ("who is looking
 // at this"), and single-flight for in-process callers.
 //
-// The design is ../../shared/design/locks.md (source: the BlueKing CMDB
+// The design is docs/design/locks.md (source: the BlueKing CMDB
 // Locker/MLocker and cc_HostLock, seed 002, with the flaws that write-up
 // lists fixed: unlock checks the owner's token, every grant carries a
 // fencing token, leases are renewable, multi-key requests are canonically

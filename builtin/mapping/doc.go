@@ -1,8 +1,8 @@
 // Package mapping implements static topics: a fixed number of logic queues
 // per topic, each mapped onto a chain of physical-queue segments that a
 // remap can move between brokers without moving data. The behaviour is
-// specified in ../shared/design/mapping.md (seed 004, RocketMQ static
-// topics); this page says how the code does it.
+// specified in docs/design/mapping.md (after RocketMQ static topics);
+// this page says how the code does it.
 //
 // # Model and records
 //

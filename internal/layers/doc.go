@@ -9,4 +9,10 @@
 // Like pebble's TestForbiddenImports, the check has a self-test: a
 // synthetic module in testdata/bad with one violation of every rule, so the
 // test is known to be able to fail.
+//
+// The same package keeps the repository self-contained (links.go,
+// TestNoReferencesOutsideRepo): no file may point at the design folder of
+// the workspace the repository was built in, or link outside the
+// repository; design decisions belong in docs/design/. It has the same kind
+// of self-test (testdata/outside).
 package layers

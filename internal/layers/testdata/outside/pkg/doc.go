@@ -1,0 +1,2 @@
+// Package pkg is specified in ../../shared/design/locks.md.
+package pkg
