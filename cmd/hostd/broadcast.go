@@ -50,6 +50,10 @@ func newBroadcastSendCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "send TYPE [VCHANNEL...]",
 		Short: "Submit a broadcast and wait for it",
+		Long: `Submit a broadcast and wait for it (--wait: done, appended or persisted).
+Exit status: 0 when it was accepted (and, with --wait done, completed),
+4 when the broadcast ended FAILED, 1 when the request failed, 2 on usage
+errors.`,
 		Example: `  hostd broadcast send noop orders/0 orders/1 --payload hello --key collection:db.orders:exclusive --idempotency-key req-42
   hostd broadcast send CreateCollection --payload '{"db":"db","name":"orders"}' --wait persisted`,
 		Args: cobra.MinimumNArgs(1),
