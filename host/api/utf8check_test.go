@@ -157,3 +157,30 @@ func hasReplacement(v any) bool {
 	}
 	return false
 }
+
+// BenchmarkInvalidJSONString measures the UTF-8 check of a typical
+// broadcast body against encoding/json's own validity scan of the same
+// bytes (the baseline DecodeJSON pays anyway).
+func BenchmarkInvalidJSONString(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"type":"CreateCollection","payload_text":"`)
+	sb.WriteString(strings.Repeat("héllo wörld ", 300))
+	sb.WriteString(`","properties":{"a":"1","b":"2"},"vchannels":["orders/0","orders/1"],"idempotency_key":"req-42"}`)
+	body := []byte(sb.String())
+	b.Run("check", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, _, bad := invalidJSONString(body); bad {
+				b.Fatal("reported")
+			}
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if !json.Valid(body) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
