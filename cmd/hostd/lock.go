@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -104,8 +105,9 @@ func newLockCmd(g *globals) *cobra.Command {
 		Short: "Lease locks with fencing: acquire, renew, release, list, inspect, force-release",
 		Long: `Lease locks are durable, TTL'd, multi-key (all or nothing) locks with fencing
 tokens. Keys are DOMAIN:KEY; exclusive unless given with --shared. Keep the
-grant's id and token to renew and release it, and pass its fence to the
-resource you protect.`,
+grant's id and token to renew and release it (--grant-token, or
+HOSTD_GRANT_TOKEN; the global --token stays the API bearer token), and pass
+its fence to the resource you protect.`,
 	}
 	cmd.AddCommand(newLockAcquireCmd(g), newLockRenewCmd(g), newLockReleaseCmd(g), newLockListCmd(g),
 		newLockInspectCmd(g), newLockForceReleaseCmd(g), newLockAuditCmd(g), newLockCheckFenceCmd(g))
@@ -161,17 +163,35 @@ func newLockAcquireCmd(g *globals) *cobra.Command {
 	f.StringVar(&ttl, "ttl", "", "lease TTL, e.g. 30s (default: the server's locks.default_ttl)")
 	f.StringVar(&wait, "wait", "", "how long to queue for the keys, e.g. 10s (default: fail at once)")
 	f.StringArrayVar(&meta, "meta", nil, "holder metadata KEY=VALUE (repeatable)")
-	f.StringVar(&idem, "idempotency-key", "", "a retry with the same key returns the same grant")
+	f.StringVar(&idem, "idempotency-key", "", "a retry of the same request with this key, by the same API token, returns the same grant")
 	return cmd
+}
+
+// grantTokenFlag adds --grant-token (env HOSTD_GRANT_TOKEN): the grant's
+// secret, distinct from the global bearer --token (HOSTD_TOKEN) that
+// authenticates the request.
+func grantTokenFlag(cmd *cobra.Command, token *string) {
+	cmd.Flags().StringVar(token, "grant-token", os.Getenv("HOSTD_GRANT_TOKEN"),
+		"the grant's token from its acquire (env HOSTD_GRANT_TOKEN; required); --token is the API bearer token")
+}
+
+func needGrantToken(token string) error {
+	if token == "" {
+		return withCode(exitUsage, errors.New("the grant's token is required: --grant-token or HOSTD_GRANT_TOKEN (--token is the API bearer token)"))
+	}
+	return nil
 }
 
 func newLockRenewCmd(g *globals) *cobra.Command {
 	var token, ttl string
 	cmd := &cobra.Command{
-		Use:   "renew ID",
+		Use:   "renew ID --grant-token TOKEN",
 		Short: "Extend a lease (fails with expired once its TTL ran out)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needGrantToken(token); err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -184,19 +204,21 @@ func newLockRenewCmd(g *globals) *cobra.Command {
 			return g.print(gr, h, rows)
 		},
 	}
-	cmd.Flags().StringVar(&token, "token", "", "the grant's token (required)")
-	cmd.Flags().StringVar(&ttl, "ttl", "", "new TTL from now (default: the grant's TTL)")
-	_ = cmd.MarkFlagRequired("token")
+	grantTokenFlag(cmd, &token)
+	cmd.Flags().StringVar(&ttl, "ttl", "", "new TTL from now, 1ms..locks.max_ttl (default: the grant's TTL)")
 	return cmd
 }
 
 func newLockReleaseCmd(g *globals) *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
-		Use:   "release ID",
+		Use:   "release ID --grant-token TOKEN",
 		Short: "Release a lease (a wrong token changes nothing; releasing twice is a no-op)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := needGrantToken(token); err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -207,8 +229,7 @@ func newLockReleaseCmd(g *globals) *cobra.Command {
 			return g.print(map[string]any{"released": args[0]}, nil, [][]string{{"released " + args[0]}})
 		},
 	}
-	cmd.Flags().StringVar(&token, "token", "", "the grant's token (required)")
-	_ = cmd.MarkFlagRequired("token")
+	grantTokenFlag(cmd, &token)
 	return cmd
 }
 

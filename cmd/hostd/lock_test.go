@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -104,11 +107,11 @@ func TestLockAndPresenceCLI(t *testing.T) {
 	if len(l.Items) != 1 || l.Items[0].Token != "" {
 		t.Fatalf("ls %+v", l)
 	}
-	_, errOut, code = runCLI(t, dir, append([]string{"lock", "renew", g.ID, "--token", "bad"}, addr...)...)
+	_, errOut, code = runCLI(t, dir, append([]string{"lock", "renew", g.ID, "--grant-token", "bad"}, addr...)...)
 	if code != 1 || !strings.Contains(errOut, "not_holder") {
 		t.Fatalf("renew with a bad token: %d %s", code, errOut)
 	}
-	cliJSON(t, dir, &g, append([]string{"lock", "renew", g.ID, "--token", g.Token, "--ttl", "1m"}, addr...)...)
+	cliJSON(t, dir, &g, append([]string{"lock", "renew", g.ID, "--grant-token", g.Token, "--ttl", "1m"}, addr...)...)
 	if _, _, code := runCLI(t, dir, append([]string{"lock", "check-fence", "collection:db1.users", strconv.FormatUint(g.Fence, 10)}, addr...)...); code != 0 {
 		t.Fatalf("check-fence exit %d", code)
 	}
@@ -121,7 +124,7 @@ func TestLockAndPresenceCLI(t *testing.T) {
 	if !strings.Contains(out, "stuck") || !strings.Contains(out, "alice") {
 		t.Fatalf("audit: %s", out)
 	}
-	_, errOut, code = runCLI(t, dir, append([]string{"lock", "release", g.ID, "--token", g.Token}, addr...)...)
+	_, errOut, code = runCLI(t, dir, append([]string{"lock", "release", g.ID, "--grant-token", g.Token}, addr...)...)
 	if code != 1 || !strings.Contains(errOut, "not_holder") {
 		t.Fatalf("release after eviction: %d %s", code, errOut)
 	}
@@ -138,11 +141,77 @@ func TestLockAndPresenceCLI(t *testing.T) {
 	if len(who) != 2 {
 		t.Fatalf("who %+v", who)
 	}
-	if _, _, code := runCLI(t, dir, append([]string{"presence", "withdraw", "host:10", "--holder", "alice", "--token", e.Token}, addr...)...); code != 0 {
+	if _, _, code := runCLI(t, dir, append([]string{"presence", "withdraw", "host:10", "--holder", "alice", "--presence-token", e.Token}, addr...)...); code != 0 {
 		t.Fatalf("withdraw exit %d", code)
 	}
 	cliJSON(t, dir, &who, append([]string{"presence", "who", "host:10"}, addr...)...)
 	if len(who) != 1 || who[0].Holder != "bob" {
 		t.Fatalf("who after withdraw %+v", who)
 	}
+}
+
+// Issue 11: with auth on, the grant's and the presence entry's tokens no
+// longer hide the global bearer --token: renew, release, announce-refresh
+// and withdraw authenticate with --token (or HOSTD_TOKEN) and name the
+// grant's token with --grant-token / HOSTD_GRANT_TOKEN and the entry's
+// with --presence-token / HOSTD_PRESENCE_TOKEN.
+func TestLockCLITokensWithAuth(t *testing.T) {
+	const bearer = "ops-secret-0123456789"
+	dir := t.TempDir()
+	f := writeConfig(t, dir, fmt.Sprintf(`
+api:
+  listen: 127.0.0.1:0
+  tokens:
+    - {name: ops, token: %s, role: write}
+`, bearer))
+	d := startDaemon(t, dir, "-c", f, "--data-dir", "data")
+	auth := []string{"--addr", d.addr, "--token", bearer}
+	var g client.LockGrant
+	cliJSON(t, dir, &g, append([]string{"lock", "acquire", "job:x", "--ttl", "1m"}, auth...)...)
+	var r client.LockGrant
+	cliJSON(t, dir, &r, append([]string{"lock", "renew", g.ID, "--grant-token", g.Token, "--ttl", "2m"}, auth...)...)
+	if r.TTL != "2m0s" {
+		t.Fatalf("renewed %+v", r)
+	}
+	// Without a grant token: a usage error, before any request.
+	if _, errOut, code := runCLI(t, dir, append([]string{"lock", "release", g.ID}, auth...)...); code != exitUsage || !strings.Contains(errOut, "--grant-token") {
+		t.Fatalf("release without a grant token: %d %s", code, errOut)
+	}
+	// The grant token from the environment, the bearer from the flag.
+	if _, errOut, code := runCLIEnv(t, dir, []string{"HOSTD_GRANT_TOKEN=" + g.Token}, append([]string{"lock", "release", g.ID}, auth...)...); code != 0 {
+		t.Fatalf("release with HOSTD_GRANT_TOKEN: %d %s", code, errOut)
+	}
+	// Presence: the bearer from the environment, the entry token by flag.
+	var e client.PresenceEntry
+	cliJSON(t, dir, &e, append([]string{"presence", "announce", "host:1", "--holder", "alice"}, auth...)...)
+	env := []string{"HOSTD_TOKEN=" + bearer}
+	if _, errOut, code := runCLIEnv(t, dir, env, "presence", "announce", "host:1", "--holder", "alice", "--presence-token", e.Token, "--addr", d.addr); code != 0 {
+		t.Fatalf("refresh: %d %s", code, errOut)
+	}
+	if _, errOut, code := runCLIEnv(t, dir, env, "presence", "withdraw", "host:1", "--holder", "alice", "--presence-token", e.Token, "--addr", d.addr); code != 0 {
+		t.Fatalf("withdraw: %d %s", code, errOut)
+	}
+	var who []client.PresenceEntry
+	cliJSON(t, dir, &who, append([]string{"presence", "who", "host:1"}, auth...)...)
+	if len(who) != 0 {
+		t.Fatalf("who after withdraw %+v", who)
+	}
+}
+
+// runCLIEnv is runCLI with extra environment variables.
+func runCLIEnv(t *testing.T, dir string, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, hostdBin, args...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv(env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatalf("hostd %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
 }

@@ -1,8 +1,17 @@
 package main
 
 import (
+	"errors"
+	"os"
+
 	"github.com/spf13/cobra"
 )
+
+// presenceTokenFlag adds --presence-token (env HOSTD_PRESENCE_TOKEN), kept
+// apart from the global bearer --token (HOSTD_TOKEN).
+func presenceTokenFlag(cmd *cobra.Command, token *string, usage string) {
+	cmd.Flags().StringVar(token, "presence-token", os.Getenv("HOSTD_PRESENCE_TOKEN"), usage+" (env HOSTD_PRESENCE_TOKEN); --token is the API bearer token")
+}
 
 func newPresenceCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -10,7 +19,9 @@ func newPresenceCmd(g *globals) *cobra.Command {
 		Short: "Who is looking at / editing a key: announce, withdraw, who",
 		Long: `Presence entries are shared (many holders per key), expire unless announced
 again within their TTL, and never block or are blocked by lease locks. The
-first announce returns a token; pass it with --token to refresh or withdraw.`,
+first announce returns a token; pass it with --presence-token (or
+HOSTD_PRESENCE_TOKEN) to refresh or withdraw. The global --token stays the
+API bearer token.`,
 	}
 	cmd.AddCommand(newPresenceAnnounceCmd(g), newPresenceWithdrawCmd(g), newPresenceWhoCmd(g))
 	return cmd
@@ -21,7 +32,7 @@ func newPresenceAnnounceCmd(g *globals) *cobra.Command {
 	var meta []string
 	cmd := &cobra.Command{
 		Use:   "announce KEY",
-		Short: "Announce (or refresh with --token) your presence on a key",
+		Short: "Announce (or refresh with --presence-token) your presence on a key",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := parseMeta(meta)
@@ -41,8 +52,8 @@ func newPresenceAnnounceCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", defaultOwner(), "your name as shown to others")
-	cmd.Flags().StringVar(&ttl, "ttl", "", "entry TTL, e.g. 30s (default: the server's)")
-	cmd.Flags().StringVar(&token, "token", "", "token of your live entry (to refresh it)")
+	cmd.Flags().StringVar(&ttl, "ttl", "", "entry TTL, e.g. 30s: 1ms..locks.max_ttl (default: the server's)")
+	presenceTokenFlag(cmd, &token, "token of your live entry, to refresh it")
 	cmd.Flags().StringArrayVar(&meta, "meta", nil, "metadata KEY=VALUE (repeatable)")
 	return cmd
 }
@@ -54,6 +65,9 @@ func newPresenceWithdrawCmd(g *globals) *cobra.Command {
 		Short: "Withdraw your own presence entry",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if token == "" {
+				return withCode(exitUsage, errors.New("the entry's token is required: --presence-token or HOSTD_PRESENCE_TOKEN (--token is the API bearer token)"))
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -65,8 +79,7 @@ func newPresenceWithdrawCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&holder, "holder", defaultOwner(), "your name as announced")
-	cmd.Flags().StringVar(&token, "token", "", "the token your announce returned (required)")
-	_ = cmd.MarkFlagRequired("token")
+	presenceTokenFlag(cmd, &token, "the token your announce returned (required)")
 	return cmd
 }
 
