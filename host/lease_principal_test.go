@@ -3,13 +3,16 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hostd-dev/hostd/builtin/locks"
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/runtime/wasm"
 )
 
 // Issue 12, escape 1, over HTTP with two tokens: the thief's acquire that
@@ -159,4 +162,13 @@ func asErr(err error, target **client.Error) bool {
 	ce, ok := err.(*client.Error)
 	*target = ce
 	return ok
+}
+
+// A plugin that reuses its idempotency key for a different request gets
+// the invalid status (not unavailable).
+func TestPluginLockErrIdempotencyConflict(t *testing.T) {
+	err := lockErr(&locks.IdempotencyConflictError{Key: "k", OriginalID: "7"})
+	if !errors.Is(err, wasm.ErrInvalidLockArg) || !errors.Is(err, locks.ErrIdempotencyConflict) || !strings.Contains(err.Error(), "grant 7") {
+		t.Fatalf("lockErr: %v", err)
+	}
 }

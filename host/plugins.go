@@ -191,7 +191,9 @@ func lockErr(err error) error {
 		sentinel = wasm.ErrExpired
 	case "invalid_key":
 		sentinel = wasm.ErrInvalidKey
-	case "ttl_too_long", "invalid_argument":
+	case "ttl_too_long", "invalid_argument", "conflict":
+		// conflict: the plugin reused its idempotency key for a
+		// different request.
 		sentinel = wasm.ErrInvalidLockArg
 	default:
 		return err

@@ -64,7 +64,7 @@ func testLeaseOf(g *locks.Grant) abi.Lease {
 
 func testLockErr(err error) error {
 	m := map[string]error{"locked": ErrLocked, "not_holder": ErrNotHolder, "not_found": ErrNotHolder,
-		"expired": ErrExpired, "invalid_key": ErrInvalidKey, "ttl_too_long": ErrInvalidLockArg, "invalid_argument": ErrInvalidLockArg}
+		"expired": ErrExpired, "invalid_key": ErrInvalidKey, "ttl_too_long": ErrInvalidLockArg, "invalid_argument": ErrInvalidLockArg, "conflict": ErrInvalidLockArg}
 	if err == nil {
 		return nil
 	}
@@ -459,6 +459,12 @@ func TestPluginCannotStealLeases(t *testing.T) {
 	var again struct{ ID, Token string }
 	if err != nil || !stagedJSON(t, res, "/got/v", &again) || again.ID != got.ID || again.Token != got.Token {
 		t.Fatalf("victim's retry: %+v %v", again, err)
+	}
+	// The victim reusing its key for another request: invalid, nothing
+	// acquired (issue 11's fingerprint).
+	res, err = ack("leases", map[string]any{"op": "acquire-with", "lock": "w", "owner": "worker", "idem": "advance-1", "ttl_ms": 60000})
+	if !strings.Contains(fmt.Sprint(err), "[invalid]") || !strings.Contains(fmt.Sprint(err), got.ID) {
+		t.Fatalf("idempotency key reused for another lock: %v %+v", err, res)
 	}
 	// The thief, same request: locked, nothing staged.
 	res, err = ack("thief", steal)
