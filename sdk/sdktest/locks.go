@@ -26,6 +26,7 @@ const DefaultLeaseTTL = 30 * time.Second
 
 type lease struct {
 	id, token, owner, idem string
+	fp                     string // the request, for idempotent retries
 	keys                   []abi.FencedKey
 	ttl                    time.Duration
 	expires                time.Time
@@ -88,9 +89,23 @@ func (b backend) LockAcquire(req abi.LeaseRequest) (abi.Lease, error) {
 		}
 	}
 	live := h.liveLeases()
+	ttl := time.Duration(req.TTLMillis) * time.Millisecond
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	owner := req.Owner
+	if owner == "" {
+		owner = "plugin"
+	}
+	fp := leaseFingerprint(req.Keys, owner, ttl)
 	if req.IdempotencyKey != "" {
 		for _, l := range live {
 			if l.idem == req.IdempotencyKey {
+				// As in hostd: the same key for a different request
+				// (keys and modes, owner, TTL) is refused.
+				if l.fp != fp {
+					return abi.Lease{}, leaseErr(abi.StatusInvalid, "idempotency key %q was used for a different request (grant %s)", req.IdempotencyKey, l.id)
+				}
 				return toLease(l), nil
 			}
 		}
@@ -104,17 +119,9 @@ func (b backend) LockAcquire(req abi.LeaseRequest) (abi.Lease, error) {
 			}
 		}
 	}
-	ttl := time.Duration(req.TTLMillis) * time.Millisecond
-	if ttl == 0 {
-		ttl = DefaultLeaseTTL
-	}
 	h.locks.next++
-	owner := req.Owner
-	if owner == "" {
-		owner = "plugin"
-	}
 	l := &lease{id: "lease-" + strconv.FormatUint(h.locks.next, 10), token: "token-" + strconv.FormatUint(h.locks.next, 10),
-		owner: owner, idem: req.IdempotencyKey, ttl: ttl, expires: h.now().Add(ttl)}
+		owner: owner, idem: req.IdempotencyKey, fp: fp, ttl: ttl, expires: h.now().Add(ttl)}
 	for _, k := range req.Keys {
 		h.locks.fences[keyID(k)]++
 		l.keys = append(l.keys, abi.FencedKey{Key: k, Fence: h.locks.fences[keyID(k)]})
@@ -232,4 +239,24 @@ func (h *Harness) Leases() []string {
 		out = append(out, strings.Join(parts, " "))
 	}
 	return out
+}
+
+// leaseFingerprint identifies an acquire request: its keys with modes
+// (exclusive wins over shared on a key, order does not matter), owner and
+// effective TTL.
+func leaseFingerprint(keys []abi.ResourceKey, owner string, ttl time.Duration) string {
+	modes := map[string]abi.LockMode{}
+	for _, k := range keys {
+		id := strconv.Quote(k.Domain) + strconv.Quote(k.Key)
+		if m, ok := modes[id]; !ok || k.Mode > m {
+			modes[id] = k.Mode
+		}
+	}
+	parts := make([]string, 0, len(modes)+2)
+	for id, m := range modes {
+		parts = append(parts, id+m.String())
+	}
+	sort.Strings(parts)
+	parts = append(parts, strconv.Quote(owner), ttl.String())
+	return strings.Join(parts, "|")
 }

@@ -28,6 +28,11 @@ func init() {
 			}
 			held = l
 			return nil
+		case "take-other":
+			// The same idempotency key for another key: refused.
+			_, err := sdk.AcquireLeaseWith(sdk.LeaseRequest{Keys: []abi.ResourceKey{{Domain: "counter", Key: "d", Mode: abi.Exclusive}},
+				TTL: time.Second, Owner: "test", IdempotencyKey: "k1"})
+			return err
 		case "write":
 			f, _ := held.FenceOf("counter", "c")
 			return sdk.KVPutFenced("value", []byte("x"), counterKey, f)
@@ -66,6 +71,14 @@ func TestLeases(t *testing.T) {
 	// Idempotent retry returns the same grant.
 	if res := h.Ack("Lease", []byte("take")); !res.OK() || held.ID != first.ID {
 		t.Fatalf("retry: %v, %s vs %s", res, held.ID, first.ID)
+	}
+	// The same idempotency key for a different request: invalid, as in
+	// hostd, and nothing is acquired.
+	if res := h.Ack("Lease", []byte("take-other")); res.OK() || !strings.Contains(res.Message, "different request") {
+		t.Fatalf("idempotency key reused: %v", res)
+	}
+	if got := h.Leases(); len(got) != 1 {
+		t.Fatalf("leases after the refused retry %v", got)
 	}
 	// Validators may check fences but not acquire.
 	if res := h.Validate("Lease", nil); !strings.Contains(res.Message, "ack callbacks only") {
