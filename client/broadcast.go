@@ -6,15 +6,15 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Broadcast types on the wire (see docs/api.md).
 type (
-	BroadcastRequest = api.BroadcastRequest
-	BroadcastResult  = api.BroadcastResult
-	BroadcastTask    = api.BroadcastTask
-	ResourceKey      = api.ResourceKeyJSON
+	BroadcastRequest = wire.BroadcastRequest
+	BroadcastResult  = wire.BroadcastResult
+	BroadcastTask    = wire.BroadcastTask
+	ResourceKey      = wire.ResourceKey
 )
 
 // BroadcastFilter selects tasks for ListBroadcasts.
@@ -66,7 +66,7 @@ func (c *Client) ListBroadcasts(ctx context.Context, f BroadcastFilter, p Page) 
 // AckBroadcast acks one vchannel of a broadcast (AckSyncUp consumers).
 func (c *Client) AckBroadcast(ctx context.Context, id uint64, vchannel string) (*BroadcastTask, error) {
 	var out BroadcastTask
-	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/broadcasts/%d/acks", id), map[string]string{"vchannel": vchannel}, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/broadcasts/%d/acks", id), wire.AckRequest{VChannel: vchannel}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -75,7 +75,7 @@ func (c *Client) AckBroadcast(ctx context.Context, id uint64, vchannel string) (
 // AbandonBroadcast moves a PENDING broadcast to FAILED (admin).
 func (c *Client) AbandonBroadcast(ctx context.Context, id uint64, reason string) (*BroadcastTask, error) {
 	var out BroadcastTask
-	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/broadcasts/%d/abandon", id), map[string]string{"reason": reason}, &out); err != nil {
+	if err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/broadcasts/%d/abandon", id), wire.AbandonRequest{Reason: reason}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

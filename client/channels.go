@@ -8,15 +8,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Vchannel read/append types on the wire.
 type (
-	ReadResult    = api.ReadResult
-	ChannelRecord = api.AppendRecord
-	AppendRequest = api.AppendRequest
-	AppendResult  = api.AppendResult
+	ReadResult    = wire.ReadResult
+	ChannelRecord = wire.AppendRecord
+	AppendRequest = wire.AppendRequest
+	AppendResult  = wire.AppendResult
 )
 
 func channelPath(vchannel string) (string, error) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Client calls one hostd. It is safe for concurrent use.
@@ -170,13 +172,7 @@ func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, c
 
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var env struct {
-		Error *struct {
-			Code    string         `json:"code"`
-			Message string         `json:"message"`
-			Details map[string]any `json:"details"`
-		} `json:"error"`
-	}
+	var env wire.ErrorResponse
 	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Code != "" {
 		return &Error{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
 	}
@@ -191,12 +187,7 @@ func decodeError(resp *http.Response) error {
 }
 
 // Version is GET /v1/version.
-type Version struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	BuildDate string `json:"build_date,omitempty"`
-	GoVersion string `json:"go_version"`
-}
+type Version = wire.Version
 
 // Version returns the daemon's version.
 func (c *Client) Version(ctx context.Context) (*Version, error) {
@@ -259,7 +250,4 @@ func (p Page) Query(path string) string {
 }
 
 // List is one page of a list response.
-type List[T any] struct {
-	Items         []T    `json:"items"`
-	NextPageToken string `json:"next_page_token"`
-}
+type List[T any] = wire.List[T]

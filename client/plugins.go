@@ -5,63 +5,27 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
+	
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Plugin describes one plugin (GET /v1/plugins).
-type Plugin struct {
-	Name          string               `json:"name"`
-	Path          string               `json:"path"`
-	SHA256        string               `json:"sha256,omitempty"`
-	ABI           int                  `json:"abi"`
-	Registrations []PluginRegistration `json:"registrations"`
-	PoolSize      int                  `json:"pool_size"`
-	Live          int64                `json:"live_instances"`
-	Calls         uint64               `json:"calls"`
-	Failures      uint64               `json:"failures"`
-	StartFailures int64                `json:"start_failures"`
-	LoadedAt      time.Time            `json:"loaded_at"`
-	// Error is the last load error ("" if the file loaded). With no SHA256
-	// the plugin is not running.
-	Error string `json:"error,omitempty"`
-	// Interrupt is how a call timeout stops the guest: "instrumented" or,
-	// where the operator opted in for a module hostd cannot rewrite,
-	// "close-on-context-done" (much slower loops; InterruptReason says
-	// why). docs/plugin-abi.md,
-	// "Timeouts".
-	Interrupt       string `json:"interrupt,omitempty"`
-	InterruptReason string `json:"interrupt_reason,omitempty"`
-}
+type Plugin = wire.Plugin
 
 // PluginRegistration is one handler a plugin registered: kind "ack",
 // "validator", "resource-keys" or "policy", and the message type or policy
 // name.
-type PluginRegistration struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-}
+type PluginRegistration = wire.PluginRegistration
 
 // PluginLoadError is a plugin file that failed to load in a reload.
-type PluginLoadError struct {
-	Plugin  string `json:"plugin"`
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
+type PluginLoadError = wire.PluginLoadError
 
 // PluginReload is the answer of ReloadPlugins.
-type PluginReload struct {
-	Items  []Plugin          `json:"items"`
-	Errors []PluginLoadError `json:"errors"`
-}
+type PluginReload = wire.PluginReload
 
 // PluginKV is one entry of a plugin's KV. ValueText is set when the value
 // is valid UTF-8.
-type PluginKV struct {
-	Key       string  `json:"key"`
-	Value     []byte  `json:"value"`
-	ValueText *string `json:"value_text,omitempty"`
-	Version   uint64  `json:"version,omitempty"`
-}
+type PluginKV = wire.PluginKV
 
 // ListPlugins lists the plugins, loaded or failed.
 func (c *Client) ListPlugins(ctx context.Context, p Page) (*List[Plugin], error) {
@@ -105,11 +69,7 @@ func escapeKey(k string) string {
 // KVFence names the lease lock whose fence a plugin KV write carries: the
 // write commits only while Fence is a current holder's fence on
 // Domain:Key (else an *Error with code not_holder, and nothing is written).
-type KVFence struct {
-	Domain string `json:"domain"`
-	Key    string `json:"key"`
-	Fence  uint64 `json:"fence"`
-}
+type KVFence = wire.KVFence
 
 // PutPluginKV writes one key of a plugin's KV. With a fence it needs role
 // write and commits only while the fence is current; without one it is an
@@ -118,10 +78,7 @@ func (c *Client) PutPluginKV(ctx context.Context, plugin, key string, value []by
 	if value == nil {
 		value = []byte{}
 	}
-	body := struct {
-		Value []byte   `json:"value"`
-		Fence *KVFence `json:"fence,omitempty"`
-	}{value, fence}
+	body := wire.PluginKVPutRequest{Value: value, Fence: fence}
 	var out PluginKV
 	if err := c.Do(ctx, "PUT", pluginKVPath(plugin, key), body, &out); err != nil {
 		return nil, err

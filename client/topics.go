@@ -6,22 +6,22 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
-	"github.com/hostd-dev/hostd/builtin/mapping"
-	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Static-topic types on the wire (see docs/api.md).
 type (
-	TopicRequest = api.TopicRequest
-	TopicChange  = api.TopicChange
-	TopicInfo    = mapping.TopicInfo
-	Topic        = mapping.Topic
-	QueueOffsets = api.QueueOffsets
-	GroupOffset  = mapping.GroupOffset
-	Retention    = api.RetentionJSON
-	Translation  = mapping.Translation
+	TopicRequest = wire.TopicRequest
+	TopicChange  = wire.TopicChange
+	TopicInfo    = wire.TopicInfo
+	Topic        = wire.Topic
+	QueueOffsets = wire.QueueOffsets
+	GroupOffset  = wire.GroupOffset
+	Retention    = wire.RetentionRequest
+	Translation  = wire.Translation
 )
 
 // CreateTopic creates a static topic (req.Topic, req.Queues, brokers,
@@ -88,11 +88,13 @@ func (c *Client) TranslatePhysical(ctx context.Context, broker string, queueID, 
 }
 
 func topicQueuePath(vchannel string) (string, error) {
-	t, q, err := mapping.ParseVChannel(vchannel)
-	if err != nil {
+	i := strings.LastIndexByte(vchannel, '/')
+	t, q := vchannel[:max(i, 0)], vchannel[i+1:]
+	n, err := strconv.ParseUint(q, 10, 31)
+	if i <= 0 || err != nil || strconv.FormatUint(n, 10) != q {
 		return "", fmt.Errorf("client: vchannel %q: want topic/N", vchannel)
 	}
-	return "/v1/topics/" + url.PathEscape(t) + "/queues/" + strconv.Itoa(q), nil
+	return "/v1/topics/" + url.PathEscape(t) + "/queues/" + q, nil
 }
 
 // DescribeTopic returns topic's logic queues with their segments and the
@@ -131,7 +133,7 @@ func (c *Client) TopicOffsets(ctx context.Context, topic string, at time.Time) (
 // CommitGroupOffset stores group's next offset for vchannel.
 func (c *Client) CommitGroupOffset(ctx context.Context, group, vchannel string, offset uint64) (*GroupOffset, error) {
 	var out GroupOffset
-	body := map[string]any{"vchannel": vchannel, "offset": offset}
+	body := wire.CommitOffsetRequest{VChannel: vchannel, Offset: &offset}
 	if err := c.Do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(group)+"/offsets", body, &out); err != nil {
 		return nil, err
 	}

@@ -201,7 +201,7 @@ func newBroadcastGetCmd(g *globals) *cobra.Command {
 			for _, v := range t.VChannels {
 				off, pq, tick := "-", "-", "-"
 				if v.Checkpoint != nil {
-					off, pq, tick = strconv.FormatUint(v.Checkpoint.Offset, 10), v.Checkpoint.PhysicalQueue, strconv.FormatUint(v.Checkpoint.TimeTick, 10)
+					off, pq, tick = strconv.FormatUint(v.Checkpoint.Offset, 10), v.Checkpoint.PhysicalQueue, strconv.FormatUint(uint64(v.Checkpoint.TimeTick), 10)
 				}
 				rows = append(rows, []string{v.Name, off, pq, tick, strconv.FormatBool(v.Acked), strconv.Itoa(v.Attempts), v.LastError})
 			}

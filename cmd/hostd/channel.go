@@ -183,7 +183,7 @@ func newChannelAppendCmd(g *globals) *cobra.Command {
 			var rows [][]string
 			for _, p := range res.Positions {
 				rows = append(rows, []string{p.VChannel, strconv.FormatUint(p.Offset, 10), fmt.Sprintf("%s@%d", p.Queue, p.QueueOffset),
-					strconv.FormatUint(p.Tick, 10), strconv.FormatBool(res.Duplicate)})
+					strconv.FormatUint(uint64(p.Tick), 10), strconv.FormatBool(res.Duplicate)})
 			}
 			return g.print(res, []string{"VCHANNEL", "OFFSET", "PHYSICAL", "TIME TICK", "DUPLICATE"}, rows)
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/sdk/abi"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // BroadcastService is what the broadcast routes need (builtin/broadcast's
@@ -23,63 +24,53 @@ type BroadcastService interface {
 	Retry(ctx context.Context, id uint64) (*broadcast.TaskInfo, error)
 }
 
-// ResourceKeyJSON is a resource key on the wire: mode is "shared"
-// (default) or "exclusive".
-type ResourceKeyJSON struct {
-	Domain string `json:"domain"`
-	Key    string `json:"key"`
-	Mode   string `json:"mode,omitempty"`
+// Wire types of the broadcast routes (defined in package wire).
+type (
+	ResourceKeyJSON  = wire.ResourceKey
+	BroadcastRequest = wire.BroadcastRequest
+	BroadcastResult  = wire.BroadcastResult
+	BroadcastTask    = wire.BroadcastTask
+)
+
+func checkpointJSON(c *broadcast.Checkpoint) wire.Checkpoint {
+	return wire.Checkpoint{VChannel: c.VChannel, Offset: c.Offset, PhysicalQueue: c.PhysicalQueue, TimeTick: wire.Tick(c.TimeTick)}
 }
 
-// BroadcastRequest is the body of POST /v1/broadcasts. Payload is base64
-// (JSON []byte); PayloadText is an alternative for text payloads.
-type BroadcastRequest struct {
-	Type           string            `json:"type"`
-	Payload        []byte            `json:"payload,omitempty"`
-	PayloadText    string            `json:"payload_text,omitempty"`
-	Properties     map[string]string `json:"properties,omitempty"`
-	VChannels      []string          `json:"vchannels,omitempty"`
-	ResourceKeys   []ResourceKeyJSON `json:"resource_keys,omitempty"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
-	Scope          broadcast.Scope   `json:"scope,omitempty"`
-	AckSyncUp      *bool             `json:"ack_sync_up,omitempty"`
-	// Wait: "done" (default), "appended" or "persisted".
-	Wait string `json:"wait,omitempty"`
-	// Timeout bounds the wait ("5s"); default and maximum: the request
-	// timeout. When it ends first, an original request whose task is
-	// persisted gets 202 with its ID and state PENDING; a duplicate, or an
-	// original not persisted yet, gets 504 timeout (no ID).
-	Timeout string `json:"timeout,omitempty"`
-}
-
-// BroadcastResult is the response of POST /v1/broadcasts.
-type BroadcastResult struct {
-	broadcast.Result
-	// TimedOut: the wait ended before the requested point; the broadcast
-	// is persisted and will complete.
-	TimedOut bool `json:"timed_out,omitempty"`
-}
-
-// BroadcastTask is a task on the wire (resource-key modes as strings).
-type BroadcastTask struct {
-	broadcast.TaskInfo
-	ResourceKeys []ResourceKeyJSON `json:"resource_keys"`
-}
-
-func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
-	out := BroadcastTask{TaskInfo: *in}
-	for _, k := range in.ResourceKeys {
-		out.ResourceKeys = append(out.ResourceKeys, ResourceKeyJSON{Domain: k.Domain, Key: k.Key, Mode: k.Mode.String()})
+func resultJSON(in *broadcast.Result, timedOut bool) BroadcastResult {
+	out := BroadcastResult{ID: in.ID, Duplicate: in.Duplicate, State: string(in.State), Error: in.Error, TimedOut: timedOut}
+	for i := range in.Appends {
+		out.Appends = append(out.Appends, checkpointJSON(&in.Appends[i]))
 	}
 	return out
 }
 
-type ackBody struct {
-	VChannel string `json:"vchannel"`
-}
-
-type abandonBody struct {
-	Reason string `json:"reason"`
+func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
+	out := BroadcastTask{
+		ID: in.ID, State: string(in.State),
+		Message:        wire.Message{Type: in.Message.Type, Payload: in.Message.Payload, Properties: in.Message.Properties},
+		IdempotencyKey: in.IdempotencyKey, Scope: wire.Scope{Kind: in.Scope.Kind, ID: in.Scope.ID},
+		AckSyncUp: in.AckSyncUp, Attempts: in.Attempts, Conflicts: in.Conflicts, LastError: in.LastError,
+		NextRetry: in.NextRetry, MissingAcks: in.MissingAcks, TraceID: in.TraceID,
+		CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt,
+	}
+	if in.VChannels != nil {
+		out.VChannels = make([]wire.VChannelStatus, 0, len(in.VChannels))
+	}
+	for _, v := range in.VChannels {
+		vs := wire.VChannelStatus{Name: v.Name, Acked: v.Acked, Attempts: v.Attempts, LastError: v.LastError}
+		if v.Checkpoint != nil {
+			c := checkpointJSON(v.Checkpoint)
+			vs.Checkpoint = &c
+		}
+		out.VChannels = append(out.VChannels, vs)
+	}
+	if in.Abandoned != nil {
+		out.Abandoned = &wire.Abandon{By: in.Abandoned.By, Reason: in.Abandoned.Reason, At: in.Abandoned.At}
+	}
+	for _, k := range in.ResourceKeys {
+		out.ResourceKeys = append(out.ResourceKeys, ResourceKeyJSON{Domain: k.Domain, Key: k.Key, Mode: k.Mode.String()})
+	}
+	return out
 }
 
 // RegisterBroadcasts adds the broadcast routes:
@@ -96,7 +87,7 @@ func RegisterBroadcasts(s *Server, svc BroadcastService) {
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
-		req, err := body.toRequest()
+		req, err := broadcastRequest(&body)
 		if err != nil {
 			return err
 		}
@@ -113,11 +104,11 @@ func RegisterBroadcasts(s *Server, svc BroadcastService) {
 		res, err := svc.Submit(ctx, req)
 		if err != nil {
 			if res != nil && res.ID != 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-				return WriteJSON(w, http.StatusAccepted, BroadcastResult{Result: *res, TimedOut: true})
+				return WriteJSON(w, http.StatusAccepted, resultJSON(res, true))
 			}
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, BroadcastResult{Result: *res})
+		return WriteJSON(w, http.StatusOK, resultJSON(res, false))
 	})
 	s.Handle("GET /v1/broadcasts", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		page, err := PageParams(r)
@@ -167,7 +158,7 @@ func RegisterBroadcasts(s *Server, svc BroadcastService) {
 		if err != nil {
 			return err
 		}
-		var body ackBody
+		var body wire.AckRequest
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
@@ -188,7 +179,7 @@ func RegisterBroadcasts(s *Server, svc BroadcastService) {
 		if err != nil {
 			return err
 		}
-		var body abandonBody
+		var body wire.AbandonRequest
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
@@ -228,7 +219,8 @@ func pathID(r *http.Request) (uint64, error) {
 	return id, nil
 }
 
-func (b *BroadcastRequest) toRequest() (*broadcast.Request, error) {
+// broadcastRequest checks a POST /v1/broadcasts body and converts it.
+func broadcastRequest(b *BroadcastRequest) (*broadcast.Request, error) {
 	if b.Type == "" {
 		return nil, InvalidField("type", "type is required")
 	}
@@ -239,7 +231,7 @@ func (b *BroadcastRequest) toRequest() (*broadcast.Request, error) {
 		Message:        broadcast.Message{Type: b.Type, Payload: b.Payload, Properties: b.Properties},
 		VChannels:      b.VChannels,
 		IdempotencyKey: b.IdempotencyKey,
-		Scope:          b.Scope,
+		Scope:          broadcast.Scope{Kind: b.Scope.Kind, ID: b.Scope.ID},
 		AckSyncUp:      b.AckSyncUp,
 		Wait:           broadcast.Wait(b.Wait),
 	}

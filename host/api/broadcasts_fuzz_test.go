@@ -22,10 +22,10 @@ func FuzzBroadcastRequest(f *testing.F) {
 			}
 			return
 		}
-		out, err := req.toRequest()
+		out, err := broadcastRequest(&req)
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
-				t.Fatalf("toRequest error is not an *Error: %T %v", err, err)
+				t.Fatalf("broadcastRequest error is not an *Error: %T %v", err, err)
 			}
 			return
 		}

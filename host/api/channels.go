@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // ChannelService is what the vchannel read/append routes need (host adapts
@@ -19,44 +20,29 @@ type ChannelService interface {
 	Append(ctx context.Context, vchannel string, recs []wal.Record, producer string, seq uint64) ([]wal.Position, bool, error)
 }
 
-// MessageJSON is one message of a vchannel on the wire. Payload is base64.
-type MessageJSON struct {
-	Offset      uint64            `json:"offset"`
-	Queue       string            `json:"physical_queue"`
-	QueueOffset uint64            `json:"physical_offset"`
-	TimeTick    uint64            `json:"time_tick"`
-	Time        time.Time         `json:"time"`
-	Payload     []byte            `json:"payload"`
-	Properties  map[string]string `json:"properties,omitempty"`
+// Wire types of the vchannel routes (defined in package wire).
+type (
+	MessageJSON   = wire.ChannelMessage
+	ReadResult    = wire.ReadResult
+	AppendRecord  = wire.AppendRecord
+	AppendRequest = wire.AppendRequest
+	AppendResult  = wire.AppendResult
+)
+
+func messageJSON(m *wal.Message) MessageJSON {
+	return MessageJSON{Offset: m.Offset, Queue: m.Queue, QueueOffset: m.QueueOffset,
+		TimeTick: wire.Tick(m.Tick), Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: m.Payload, Properties: m.Props}
 }
 
-// ReadResult is the response of a read: messages and where to continue.
-type ReadResult struct {
-	VChannel string        `json:"vchannel"`
-	Messages []MessageJSON `json:"messages"`
-	Next     uint64        `json:"next"` // offset to read from next
-	Min      uint64        `json:"min"`
-	Max      uint64        `json:"max"`
-}
-
-// AppendRecord is one record of an append request.
-type AppendRecord struct {
-	Payload     []byte            `json:"payload,omitempty"`
-	PayloadText string            `json:"payload_text,omitempty"`
-	Properties  map[string]string `json:"properties,omitempty"`
-}
-
-// AppendRequest is the body of an append.
-type AppendRequest struct {
-	Records    []AppendRecord `json:"records"`
-	ProducerID string         `json:"producer_id,omitempty"`
-	Seq        uint64         `json:"seq,omitempty"`
-}
-
-// AppendResult is the response of an append.
-type AppendResult struct {
-	Positions []wal.Position `json:"positions"`
-	Duplicate bool           `json:"duplicate"`
+func positionsJSON(in []wal.Position) []wire.Position {
+	if in == nil {
+		return nil
+	}
+	out := make([]wire.Position, len(in))
+	for i, p := range in {
+		out[i] = wire.Position{VChannel: p.VChannel, Offset: p.Offset, Queue: p.Queue, QueueOffset: p.QueueOffset, Tick: wire.Tick(p.Tick)}
+	}
+	return out
 }
 
 // MaxReadWait bounds a long-poll read's wait.
@@ -108,8 +94,7 @@ func RegisterChannels(s *Server, svc ChannelService) {
 		}
 		out := ReadResult{VChannel: v, Messages: make([]MessageJSON, 0, len(msgs)), Next: from, Min: min, Max: max}
 		for _, m := range msgs {
-			out.Messages = append(out.Messages, MessageJSON{Offset: m.Offset, Queue: m.Queue, QueueOffset: m.QueueOffset,
-				TimeTick: m.Tick, Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: m.Payload, Properties: m.Props})
+			out.Messages = append(out.Messages, messageJSON(&m))
 			out.Next = m.Offset + 1
 		}
 		return WriteJSON(w, http.StatusOK, out)
@@ -136,7 +121,7 @@ func RegisterChannels(s *Server, svc ChannelService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, AppendResult{Positions: pos, Duplicate: dup})
+		return WriteJSON(w, http.StatusOK, AppendResult{Positions: positionsJSON(pos), Duplicate: dup})
 	})
 	s.Handle("GET /v1/channels/{topic}/{queue}", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		v := vc(r)

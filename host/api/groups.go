@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/hostd-dev/hostd/builtin/mapping"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // GroupService is what the consumer-group routes need (*mapping.Mapping).
@@ -14,11 +15,6 @@ type GroupService interface {
 	Lag(ctx context.Context, group, topic string) ([]mapping.GroupOffset, error)
 }
 
-type commitBody struct {
-	VChannel string  `json:"vchannel"`
-	Offset   *uint64 `json:"offset"`
-}
-
 // RegisterGroups adds the consumer-group routes:
 //
 //	POST /v1/groups/{group}/offsets   write  commit {vchannel, offset} (next offset to consume)
@@ -26,7 +22,7 @@ type commitBody struct {
 //	GET  /v1/groups/{group}/lag       read   ?topic=: every logic queue's offset and lag
 func RegisterGroups(s *Server, svc GroupService) {
 	s.Handle("POST /v1/groups/{group}/offsets", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
-		var body commitBody
+		var body wire.CommitOffsetRequest
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
 		}
@@ -44,7 +40,7 @@ func RegisterGroups(s *Server, svc GroupService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, out)
+		return WriteJSON(w, http.StatusOK, groupOffsetJSON(&out))
 	})
 	s.Handle("GET /v1/groups/{group}/offsets", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		vc := r.URL.Query().Get("vchannel")
@@ -55,7 +51,7 @@ func RegisterGroups(s *Server, svc GroupService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, out)
+		return WriteJSON(w, http.StatusOK, groupOffsetJSON(&out))
 	})
 	s.Handle("GET /v1/groups/{group}/lag", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		t := r.URL.Query().Get("topic")
@@ -66,7 +62,7 @@ func RegisterGroups(s *Server, svc GroupService) {
 		if err != nil {
 			return err
 		}
-		return WriteList(w, out, "")
+		return WriteList(w, groupOffsetsJSON(out), "")
 	})
 }
 

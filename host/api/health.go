@@ -3,12 +3,14 @@ package api
 import (
 	"net/http"
 	"runtime"
+
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // registerBuiltins adds the routes every hostd has.
 func (s *Server) registerBuiltins() {
 	s.Handle("GET /healthz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
-		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return WriteJSON(w, http.StatusOK, wire.Status{Status: "ok"})
 	}, WithoutTrace())
 	s.Handle("GET /readyz", RolePublic, func(w http.ResponseWriter, r *http.Request) error {
 		if s.closing.Load() {
@@ -19,7 +21,7 @@ func (s *Server) registerBuiltins() {
 				return Unavailable("not ready: waiting for %d component(s)", len(waiting)).With("waiting", waiting)
 			}
 		}
-		return WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		return WriteJSON(w, http.StatusOK, wire.Status{Status: "ready"})
 	}, WithoutTrace())
 	if s.opts.Metrics != nil {
 		s.Handle("GET /metrics", RoleRead, func(w http.ResponseWriter, r *http.Request) error {

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // DecodeJSON reads the request body as one JSON value into v. It rejects
@@ -124,9 +126,8 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hostd"`)
 	}
-	_ = WriteJSON(w, status, struct {
-		Error *Error `json:"error"`
-	}{capped(e)})
+	c := capped(e)
+	_ = WriteJSON(w, status, wire.ErrorResponse{Error: &wire.Error{Code: c.Code, Message: c.Message, Details: c.Details}})
 }
 
 // Pagination limits.
@@ -158,10 +159,7 @@ func PageParams(r *http.Request) (Page, error) {
 
 // List is the response of every list endpoint. Items is never null;
 // NextPageToken is empty on the last page.
-type List[T any] struct {
-	Items         []T    `json:"items"`
-	NextPageToken string `json:"next_page_token"`
-}
+type List[T any] = wire.List[T]
 
 // WriteList writes a page of items (200).
 func WriteList[T any](w http.ResponseWriter, items []T, next string) error {

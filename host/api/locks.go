@@ -10,6 +10,7 @@ import (
 
 	"github.com/hostd-dev/hostd/builtin/locks"
 	"github.com/hostd-dev/hostd/sdk/abi"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Error codes of the lock and presence routes (docs/api.md).
@@ -45,113 +46,39 @@ type PresenceService interface {
 	Who(ctx context.Context, key string) ([]locks.PresenceEntry, error)
 }
 
-// AcquireLockRequest is the body of POST /v1/locks.
-type AcquireLockRequest struct {
-	Keys           []ResourceKeyJSON `json:"keys"`
-	TTL            string            `json:"ttl,omitempty"`  // e.g. "30s"; default locks.default_ttl
-	Wait           string            `json:"wait,omitempty"` // e.g. "5s"; default 0 = fail at once
-	Owner          string            `json:"owner"`
-	Meta           map[string]string `json:"meta,omitempty"`
-	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+// Wire types of the lock and presence routes (defined in package wire).
+type (
+	AcquireLockRequest   = wire.AcquireLockRequest
+	KeyFence             = wire.LockKey
+	LockGrant            = wire.LockGrant
+	LockHolder           = wire.LockHolder
+	LockWaiter           = wire.LockWaiter
+	LockKeyState         = wire.LockKeyState
+	LockTokenRequest     = wire.LockTokenRequest
+	ForceReleaseRequest  = wire.ForceReleaseRequest
+	ForceReleaseResponse = wire.ForceReleaseResult
+	CheckFenceRequest    = wire.CheckFenceRequest
+	AnnounceRequest      = wire.AnnounceRequest
+	AnnounceResponse     = wire.PresenceEntry
+	WithdrawRequest      = wire.WithdrawRequest
+)
+
+func auditJSON(in []locks.AuditRecord) []wire.AuditRecord {
+	if in == nil {
+		return nil
+	}
+	out := make([]wire.AuditRecord, len(in))
+	for i, a := range in {
+		out[i] = wire.AuditRecord{ID: a.ID, At: a.At, Action: a.Action,
+			Key:     wire.AuditKey{Domain: a.Key.Domain, Key: a.Key.Key, Mode: a.Key.Mode},
+			GrantID: a.GrantID, Owner: a.Owner, Meta: a.Meta, OldFence: a.OldFence, NewFence: a.NewFence,
+			Reason: a.Reason, Actor: a.Actor}
+	}
+	return out
 }
 
-// KeyFence is one key of a grant with its fence.
-type KeyFence struct {
-	ResourceKeyJSON
-	Fence uint64 `json:"fence"`
-}
-
-// LockGrant is a grant on the wire. Token is only present in the answer
-// to the acquirer (POST /v1/locks).
-type LockGrant struct {
-	ID        string            `json:"id"`
-	Token     string            `json:"token,omitempty"`
-	Owner     string            `json:"owner"`
-	Meta      map[string]string `json:"meta,omitempty"`
-	Keys      []KeyFence        `json:"keys"`
-	Fence     uint64            `json:"fence"`
-	TTL       string            `json:"ttl"`
-	ExpiresAt time.Time         `json:"expires_at"`
-	CreatedAt time.Time         `json:"created_at"`
-	Duplicate bool              `json:"duplicate,omitempty"`
-}
-
-// LockHolder is one holder of a key (never its token).
-type LockHolder struct {
-	GrantID   string            `json:"grant_id"`
-	Owner     string            `json:"owner"`
-	Meta      map[string]string `json:"meta,omitempty"`
-	Mode      string            `json:"mode"`
-	Fence     uint64            `json:"fence"`
-	ExpiresAt time.Time         `json:"expires_at"`
-}
-
-// LockWaiter is one queued acquire on a key.
-type LockWaiter struct {
-	Owner string            `json:"owner"`
-	Meta  map[string]string `json:"meta,omitempty"`
-	Mode  string            `json:"mode"`
-	Since time.Time         `json:"since"`
-}
-
-// LockKeyState is the answer of GET /v1/locks/inspect.
-type LockKeyState struct {
-	Domain  string       `json:"domain"`
-	Key     string       `json:"key"`
-	Mode    string       `json:"mode"`
-	Holders []LockHolder `json:"holders"`
-	Waiters []LockWaiter `json:"waiters"`
-}
-
-// LockTokenRequest is the body of renew and release.
-type LockTokenRequest struct {
-	Token string `json:"token"`
-	TTL   string `json:"ttl,omitempty"` // renew only; default: the grant's TTL
-}
-
-// ForceReleaseRequest is the body of POST /v1/locks/force-release.
-type ForceReleaseRequest struct {
-	Domain  string `json:"domain"`
-	Key     string `json:"key"`
-	GrantID string `json:"grant_id,omitempty"` // default: every holder of the key
-	Reason  string `json:"reason"`
-}
-
-// ForceReleaseResponse tells what was evicted and the bumped fence.
-type ForceReleaseResponse struct {
-	Evicted []LockGrant         `json:"evicted"`
-	Fence   uint64              `json:"fence"`
-	Audit   []locks.AuditRecord `json:"audit"`
-}
-
-// CheckFenceRequest is the body of POST /v1/locks/check-fence.
-type CheckFenceRequest struct {
-	Domain string `json:"domain"`
-	Key    string `json:"key"`
-	Fence  uint64 `json:"fence"`
-}
-
-// AnnounceRequest is the body of POST /v1/presence.
-type AnnounceRequest struct {
-	Key    string            `json:"key"`
-	Holder string            `json:"holder"`
-	Meta   map[string]string `json:"meta,omitempty"`
-	TTL    string            `json:"ttl,omitempty"`
-	Token  string            `json:"token,omitempty"` // required to refresh a live entry
-}
-
-// AnnounceResponse returns the entry and its token (keep it to refresh
-// and withdraw).
-type AnnounceResponse struct {
-	locks.PresenceEntry
-	Token string `json:"token"`
-}
-
-// WithdrawRequest is the body of POST /v1/presence/withdraw.
-type WithdrawRequest struct {
-	Key    string `json:"key"`
-	Holder string `json:"holder"`
-	Token  string `json:"token"`
+func presenceJSON(e *locks.PresenceEntry, token string) wire.PresenceEntry {
+	return wire.PresenceEntry{Key: e.Key, Holder: e.Holder, Meta: e.Meta, Since: e.Since, ExpiresAt: e.ExpiresAt, Token: token}
 }
 
 func modeString(m abi.LockMode) string { return m.String() }
@@ -181,16 +108,14 @@ func parseDur(field, s string, def time.Duration) (time.Duration, error) {
 }
 
 // releasedAnswer is the body of a successful release ({"released":true}).
-var releasedAnswer = struct {
-	Released bool `json:"released"`
-}{true}
+var releasedAnswer = wire.ReleaseResult{Released: true}
 
 func grantJSON(g *locks.Grant) LockGrant {
 	out := LockGrant{ID: g.ID, Token: g.Token, Owner: g.Owner, Meta: g.Meta, Fence: g.Fence,
 		TTL: g.TTL.String(), ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt, Duplicate: g.Duplicate,
 		Keys: make([]KeyFence, 0, len(g.Keys))}
 	for _, k := range g.Keys {
-		out.Keys = append(out.Keys, KeyFence{ResourceKeyJSON{k.Domain, k.Key, modeString(k.Mode)}, g.Fence})
+		out.Keys = append(out.Keys, KeyFence{Domain: k.Domain, Key: k.Key, Mode: modeString(k.Mode), Fence: g.Fence})
 	}
 	return out
 }
@@ -280,6 +205,9 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		}
 		req.Keys = make([]abi.ResourceKey, 0, len(body.Keys))
 		for i, k := range body.Keys {
+			if k.Fence != 0 {
+				return InvalidField(fmt.Sprintf("keys[%d].fence", i), "unknown field \"fence\" (a fence is given by the server)")
+			}
 			m, err := parseMode(i, k.Mode)
 			if err != nil {
 				return err
@@ -374,7 +302,7 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err := svc.CheckFence(abi.ResourceKey{Domain: body.Domain, Key: body.Key}, body.Fence); err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, map[string]any{"current": true})
+		return WriteJSON(w, http.StatusOK, wire.CheckFenceResult{Current: true})
 	})
 	s.Handle("POST /v1/locks/force-release", RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
 		var body ForceReleaseRequest
@@ -388,7 +316,7 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err != nil {
 			return err
 		}
-		out := ForceReleaseResponse{Fence: res.Fence, Audit: res.Audit, Evicted: []LockGrant{}}
+		out := ForceReleaseResponse{Fence: res.Fence, Audit: auditJSON(res.Audit), Evicted: []LockGrant{}}
 		for _, g := range res.Evicted {
 			out.Evicted = append(out.Evicted, grantViewJSON(g))
 		}
@@ -412,7 +340,7 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 			recs = recs[:p.Limit]
 			next = EncodePageToken([]byte(strconv.FormatUint(recs[len(recs)-1].ID, 10)))
 		}
-		return WriteList(w, recs, next)
+		return WriteList(w, auditJSON(recs), next)
 	})
 	if pres == nil {
 		return
@@ -430,7 +358,7 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, AnnounceResponse{PresenceEntry: e, Token: tok})
+		return WriteJSON(w, http.StatusOK, presenceJSON(&e, tok))
 	})
 	s.Handle("POST /v1/presence/withdraw", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
 		var body WithdrawRequest
@@ -440,14 +368,18 @@ func RegisterLocks(s *Server, svc LockService, pres PresenceService) {
 		if err := pres.Withdraw(r.Context(), body.Key, body.Holder, body.Token); err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, map[string]any{"withdrawn": true})
+		return WriteJSON(w, http.StatusOK, wire.WithdrawResult{Withdrawn: true})
 	})
 	s.Handle("GET /v1/presence", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		es, err := pres.Who(r.Context(), r.URL.Query().Get("key"))
 		if err != nil {
 			return err
 		}
-		return WriteList(w, es, "")
+		out := make([]wire.PresenceEntry, len(es))
+		for i := range es {
+			out[i] = presenceJSON(&es[i], "")
+		}
+		return WriteList(w, out, "")
 	})
 }
 
@@ -460,7 +392,7 @@ func lockError(err error) *Error {
 			holders = append(holders, holderJSON(h))
 		}
 		return &Error{Status: http.StatusConflict, Code: CodeLocked, Message: err.Error(), Details: map[string]any{
-			"key":     ResourceKeyJSON{ce.Key.Domain, ce.Key.Key, modeString(ce.Key.Mode)},
+			"key":     ResourceKeyJSON{Domain: ce.Key.Domain, Key: ce.Key.Key, Mode: modeString(ce.Key.Mode)},
 			"holders": holders, "waiters_ahead": ce.Waiters,
 		}}
 	}

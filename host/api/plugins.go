@@ -11,6 +11,7 @@ import (
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wasm"
 	"github.com/hostd-dev/hostd/sdk/abi"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // Error codes of the plugin routes (docs/api.md).
@@ -55,44 +56,24 @@ type KVWrite struct {
 }
 
 // KVFence names the lease lock whose fence a plugin KV write carries.
-type KVFence struct {
-	Domain string `json:"domain"`
-	Key    string `json:"key"`
-	Fence  uint64 `json:"fence"`
-}
+type KVFence = wire.KVFence
 
 // PluginKVPutRequest is the body of PUT /v1/plugins/{name}/kv/{key...}:
 // the value as base64 (value) or as text (value_text), and an optional
 // fence.
-type PluginKVPutRequest struct {
-	Value     []byte   `json:"value,omitempty"`
-	ValueText *string  `json:"value_text,omitempty"`
-	Fence     *KVFence `json:"fence,omitempty"`
-}
+type PluginKVPutRequest = wire.PluginKVPutRequest
 
 // PluginLoadError is one plugin that failed to load in a reload.
-type PluginLoadError struct {
-	Plugin  string `json:"plugin"`
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
+type PluginLoadError = wire.PluginLoadError
 
 // ReloadResponse is the answer of POST /v1/plugins/reload: the plugins
 // after the reload, and the files that failed to load (their previous
 // version, if any, keeps running).
-type ReloadResponse struct {
-	Items  []wasm.Info       `json:"items"`
-	Errors []PluginLoadError `json:"errors"`
-}
+type ReloadResponse = wire.PluginReload
 
 // PluginKV is one plugin KV entry. Value is base64 in JSON; ValueText is
 // the value as text when it is valid UTF-8.
-type PluginKV struct {
-	Key       string  `json:"key"`
-	Value     []byte  `json:"value"`
-	ValueText *string `json:"value_text,omitempty"`
-	Version   uint64  `json:"version,omitempty"`
-}
+type PluginKV = wire.PluginKV
 
 func pluginKV(k, v []byte, ver catalog.Version) PluginKV {
 	out := PluginKV{Key: string(k), Value: v, Version: uint64(ver)}
@@ -112,6 +93,25 @@ func pluginKV(k, v []byte, ver catalog.Version) PluginKV {
 //	POST /v1/plugins/reload               reload from the directory and config (admin)
 //	GET  /v1/plugins/{name}/kv/{key...}   one KV entry
 //	GET  /v1/plugins/{name}/kv            KV entries; ?prefix=&limit=&page_token=
+func pluginsJSON(in []wasm.Info) []wire.Plugin {
+	if in == nil {
+		return nil
+	}
+	out := make([]wire.Plugin, len(in))
+	for i, p := range in {
+		out[i] = wire.Plugin{Name: p.Name, Path: p.Path, SHA256: p.SHA256, ABI: p.ABI, PoolSize: p.PoolSize,
+			Live: p.Live, Calls: p.Calls, Failures: p.Failures, StartFailures: p.StartFailures, LoadedAt: p.LoadedAt,
+			Interrupt: p.Interrupt, InterruptReason: p.InterruptReason, Error: p.Error}
+		if p.Registrations != nil {
+			out[i].Registrations = make([]wire.PluginRegistration, len(p.Registrations))
+		}
+		for j, r := range p.Registrations {
+			out[i].Registrations[j] = wire.PluginRegistration{Kind: r.Kind, Name: r.Name}
+		}
+	}
+	return out
+}
+
 func RegisterPlugins(s *Server, svc PluginService) {
 	s.Handle("GET /v1/plugins", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		page, err := PageParams(r)
@@ -129,7 +129,7 @@ func RegisterPlugins(s *Server, svc PluginService) {
 			items = items[:page.Limit]
 			next = EncodePageToken([]byte(items[len(items)-1].Name))
 		}
-		return WriteList(w, items, next)
+		return WriteList(w, pluginsJSON(items), next)
 	})
 	s.Handle("POST /v1/plugins/reload", RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
 		err := svc.Reload(r.Context())
@@ -144,9 +144,9 @@ func RegisterPlugins(s *Server, svc PluginService) {
 				resp.Errors = append(resp.Errors, PluginLoadError{Plugin: le.Plugin, Path: le.Path, Message: le.Err.Error()})
 			}
 		}
-		resp.Items = svc.List()
+		resp.Items = pluginsJSON(svc.List())
 		if resp.Items == nil {
-			resp.Items = []wasm.Info{}
+			resp.Items = []wire.Plugin{}
 		}
 		return WriteJSON(w, http.StatusOK, resp)
 	})
@@ -237,7 +237,7 @@ func RegisterPluginKVWrites(s *Server, svc PluginKVWriter) {
 			return err
 		}
 		if kw.Delete {
-			return WriteJSON(w, http.StatusOK, map[string]any{"key": string(kw.Key), "deleted": true})
+			return WriteJSON(w, http.StatusOK, wire.PluginKVDeleted{Key: string(kw.Key), Deleted: true})
 		}
 		return WriteJSON(w, http.StatusOK, pluginKV(kw.Key, kw.Value, ver))
 	}

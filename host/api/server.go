@@ -24,6 +24,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/hostd-dev/hostd/runtime/sched"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // HandlerFunc handles one API request. It writes a response and returns nil,
@@ -66,13 +67,8 @@ type Options struct {
 	Clock sched.Clock
 }
 
-// VersionInfo describes the running binary.
-type VersionInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	BuildDate string `json:"build_date,omitempty"`
-	GoVersion string `json:"go_version"`
-}
+// VersionInfo describes the running binary (GET /v1/version).
+type VersionInfo = wire.Version
 
 // ErrInsecureListen is returned by New for a non-loopback Listen address
 // without tokens.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hostd-dev/hostd/builtin/mapping"
 	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // TopicService is what the topic routes need (host adapts
@@ -28,41 +29,88 @@ type TopicService interface {
 	TranslatePhysical(ctx context.Context, broker string, queueID, offset uint64) (*mapping.Translation, error)
 }
 
-// TopicChange is the result of a create/grow/remap/delete.
+// TopicChange is what TopicService.Change returns; the routes answer
+// it as a wire.TopicChange.
 type TopicChange struct {
-	Kind        string             `json:"kind"`
-	Topic       string             `json:"topic"`
-	DryRun      bool               `json:"dry_run,omitempty"`
-	NoChange    bool               `json:"no_change"`
-	Epoch       uint64             `json:"epoch"`
-	Moved       []int              `json:"moved,omitempty"`
-	BroadcastID uint64             `json:"broadcast_id,omitempty"`
-	Info        *mapping.TopicInfo `json:"info,omitempty"`
+	Kind        string
+	Topic       string
+	DryRun      bool
+	NoChange    bool
+	Epoch       uint64
+	Moved       []int
+	BroadcastID uint64
+	Info        *mapping.TopicInfo
 }
 
-// RetentionJSON is a topic's retention on the wire: max_age as a Go
-// duration ("24h"), max_bytes in bytes.
-type RetentionJSON struct {
-	MaxAge   string `json:"max_age,omitempty"`
-	MaxBytes uint64 `json:"max_bytes,omitempty"`
+// Wire types of the topic routes (defined in package wire).
+type (
+	RetentionJSON = wire.RetentionRequest
+	TopicRequest  = wire.TopicRequest
+	QueueOffsets  = wire.QueueOffsets
+)
+
+func topicChangeJSON(in *TopicChange) wire.TopicChange {
+	out := wire.TopicChange{Kind: in.Kind, Topic: in.Topic, DryRun: in.DryRun, NoChange: in.NoChange,
+		Epoch: in.Epoch, Moved: in.Moved, BroadcastID: in.BroadcastID}
+	if in.Info != nil {
+		ti := topicInfoJSON(in.Info)
+		out.Info = &ti
+	}
+	return out
 }
 
-// TopicRequest is the body of create, grow and remap.
-type TopicRequest struct {
-	Topic     string         `json:"topic,omitempty"` // create only
-	Queues    int            `json:"queues,omitempty"`
-	Brokers   []string       `json:"brokers,omitempty"`
-	Policy    string         `json:"policy,omitempty"`
-	Retention *RetentionJSON `json:"retention,omitempty"`
-	DryRun    bool           `json:"dry_run,omitempty"`
+func topicJSON(t *mapping.Topic) wire.Topic {
+	return wire.Topic{Name: t.Name, Queues: t.Queues, Epoch: t.Epoch, Policy: t.Policy,
+		Retention: wire.Retention{MaxAge: t.Retention.MaxAge, MaxBytes: t.Retention.MaxBytes}, Created: t.Created}
 }
 
-// QueueOffsets is one logic queue's offsets.
-type QueueOffsets struct {
-	VChannel string  `json:"vchannel"`
-	Min      uint64  `json:"min"`
-	Max      uint64  `json:"max"`
-	AtTime   *uint64 `json:"at_time,omitempty"` // first offset at or after ?time=
+func segmentInfoJSON(s *mapping.SegmentInfo) wire.SegmentInfo {
+	return wire.SegmentInfo{
+		Segment: wire.Segment{Gen: s.Gen, Broker: s.Broker, QueueID: s.QueueID, LogicOffset: s.LogicOffset,
+			StartOffset: s.StartOffset, EndOffset: s.EndOffset, FirstTick: wire.Tick(s.FirstTick), LastTick: wire.Tick(s.LastTick)},
+		PhysicalQueue: s.PhysicalQueue, Open: s.Open, LogicEnd: s.LogicEnd, PhysMin: s.PhysMin, PhysMax: s.PhysMax,
+		FirstTime: s.FirstTime, LastTime: s.LastTime,
+	}
+}
+
+func groupOffsetJSON(g *mapping.GroupOffset) wire.GroupOffset {
+	return wire.GroupOffset{Group: g.Group, VChannel: g.VChannel, Committed: g.Committed, Offset: g.Offset,
+		At: g.At, Min: g.Min, Max: g.Max, Lag: g.Lag, Expired: g.Expired}
+}
+
+func groupOffsetsJSON(in []mapping.GroupOffset) []wire.GroupOffset {
+	if in == nil {
+		return nil
+	}
+	out := make([]wire.GroupOffset, len(in))
+	for i := range in {
+		out[i] = groupOffsetJSON(&in[i])
+	}
+	return out
+}
+
+func topicInfoJSON(in *mapping.TopicInfo) wire.TopicInfo {
+	out := wire.TopicInfo{Topic: topicJSON(&in.Topic), Groups: groupOffsetsJSON(in.Groups)}
+	if in.Queues != nil {
+		out.Queues = make([]wire.QueueInfo, len(in.Queues))
+	}
+	for i, q := range in.Queues {
+		wq := wire.QueueInfo{ID: q.ID, VChannel: q.VChannel, Broker: q.Broker, Min: q.Min, Max: q.Max}
+		if q.Segments != nil {
+			wq.Segments = make([]wire.SegmentInfo, len(q.Segments))
+		}
+		for j := range q.Segments {
+			wq.Segments[j] = segmentInfoJSON(&q.Segments[j])
+		}
+		out.Queues[i] = wq
+	}
+	return out
+}
+
+func translationJSON(t *mapping.Translation) wire.Translation {
+	return wire.Translation{Topic: t.Topic, Queue: t.Queue, VChannel: t.VChannel, LogicOffset: t.LogicOffset,
+		Broker: t.Broker, QueueID: t.QueueID, PhysicalQueue: t.PhysicalQueue, PhysicalOffset: t.PhysicalOffset,
+		SegmentIndex: t.SegmentIndex, Segment: segmentInfoJSON(&t.Segment), Retained: t.Retained, Min: t.Min, Max: t.Max}
 }
 
 // RegisterTopics adds the static-topic routes:
@@ -97,7 +145,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		if kind == mapping.KindCreate && !body.DryRun {
 			status = http.StatusCreated
 		}
-		return WriteJSON(w, status, res)
+		return WriteJSON(w, status, topicChangeJSON(res))
 	}
 	s.Handle("POST /v1/topics", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
 		var body TopicRequest
@@ -145,14 +193,18 @@ func RegisterTopics(s *Server, svc TopicService) {
 		if more && len(items) > 0 {
 			tok = EncodePageToken([]byte(items[len(items)-1].Name))
 		}
-		return WriteList(w, items, tok)
+		out := make([]wire.Topic, len(items))
+		for i := range items {
+			out[i] = topicJSON(&items[i])
+		}
+		return WriteList(w, out, tok)
 	})
 	s.Handle("GET /v1/topics/{topic}", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		ti, err := svc.Describe(r.Context(), r.PathValue("topic"))
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, ti)
+		return WriteJSON(w, http.StatusOK, topicInfoJSON(ti))
 	})
 	s.Handle("GET /v1/topics/{topic}/offsets", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		topic := r.PathValue("topic")
@@ -191,7 +243,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, tr)
+		return WriteJSON(w, http.StatusOK, translationJSON(tr))
 	})
 	s.Handle("GET /v1/brokers/{broker}/queues/{queue}/translate", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		broker, id, off, err := decodeTranslatePhysical(r.PathValue("broker"), r.PathValue("queue"), r.URL.Query())
@@ -202,7 +254,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		if err != nil {
 			return err
 		}
-		return WriteJSON(w, http.StatusOK, tr)
+		return WriteJSON(w, http.StatusOK, translationJSON(tr))
 	})
 	s.MapErrors(mappingError)
 }

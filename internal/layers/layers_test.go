@@ -44,6 +44,8 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		"runtime/catalog -> example.com/bad/runtime/wal",
 		"runtime/sched -> go.opentelemetry.io/otel/exporters/prometheus",
 		"examples/demo/plugin -> example.com/bad/runtime/catalog",
+		"wire -> example.com/bad/sdk/abi",
+		"builtin/broadcast -> example.com/bad/wire",
 	}
 	for _, w := range want {
 		if !got[w] {

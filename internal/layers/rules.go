@@ -84,6 +84,8 @@ func layer(rel string) string {
 	switch {
 	case rel == "sdk/abi" || strings.HasPrefix(rel, "sdk/abi/"):
 		return "contract"
+	case rel == "wire" || strings.HasPrefix(rel, "wire/"):
+		return "wire"
 	case rel == "sdk" || strings.HasPrefix(rel, "sdk/") || strings.HasPrefix(rel, "plugins/"):
 		return "guest"
 	case strings.HasPrefix(rel, "runtime/"):
@@ -115,6 +117,10 @@ func checkImport(module, pkg, imp string) string {
 	case "contract":
 		if !std {
 			return "sdk/abi is the contract layer: standard library only"
+		}
+	case "wire":
+		if !std {
+			return "wire (the API's JSON types) is a leaf: standard library only, so the client does not build the daemon"
 		}
 	case "guest":
 		if std {

@@ -1,0 +1,3 @@
+package broadcast
+
+import _ "example.com/bad/wire"

@@ -1,0 +1,6 @@
+package wire
+
+import (
+	_ "encoding/json"
+	_ "example.com/bad/sdk/abi"
+)

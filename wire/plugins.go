@@ -1,0 +1,75 @@
+package wire
+
+import "time"
+
+// Plugin describes one loaded plugin (GET /v1/plugins).
+type Plugin struct {
+	Name          string               `json:"name"`
+	Path          string               `json:"path"`
+	SHA256        string               `json:"sha256,omitempty"`
+	ABI           int                  `json:"abi"`
+	Registrations []PluginRegistration `json:"registrations"`
+	PoolSize      int                  `json:"pool_size"`
+	Live          int64                `json:"live_instances"`
+	Calls         uint64               `json:"calls"`
+	Failures      uint64               `json:"failures"`
+	StartFailures int64                `json:"start_failures"`
+	LoadedAt      time.Time            `json:"loaded_at"`
+	// Interrupt is how a call timeout stops the plugin's guest:
+	// "instrumented" or "close-on-context-done" (see InterruptReason).
+	Interrupt       string `json:"interrupt,omitempty"`
+	InterruptReason string `json:"interrupt_reason,omitempty"`
+	// Error is the last load error of this plugin ("" if its file loaded);
+	// a plugin with an error and no SHA256 is not running.
+	Error string `json:"error,omitempty"`
+}
+
+// PluginRegistration is one handler a plugin registered.
+type PluginRegistration struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+// PluginLoadError is one plugin file that failed to load on a reload.
+type PluginLoadError struct {
+	Plugin  string `json:"plugin"`
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+// PluginReload is the answer of POST /v1/plugins/reload.
+type PluginReload struct {
+	Items  []Plugin          `json:"items"`
+	Errors []PluginLoadError `json:"errors"`
+}
+
+// PluginKV is one plugin KV entry. Value is base64; ValueText is the same
+// value when it is valid UTF-8.
+type PluginKV struct {
+	Key       string  `json:"key"`
+	Value     []byte  `json:"value"`
+	ValueText *string `json:"value_text,omitempty"`
+	Version   uint64  `json:"version,omitempty"`
+}
+
+// KVFence makes a plugin KV write conditional on a lease fence being
+// current.
+type KVFence struct {
+	Domain string `json:"domain"`
+	Key    string `json:"key"`
+	Fence  uint64 `json:"fence"`
+}
+
+// PluginKVPutRequest is the body of PUT /v1/plugins/{name}/kv/{key}: value
+// (base64) or value_text, and an optional fence.
+type PluginKVPutRequest struct {
+	Value     []byte   `json:"value,omitempty"`
+	ValueText *string  `json:"value_text,omitempty"`
+	Fence     *KVFence `json:"fence,omitempty"`
+}
+
+// PluginKVDeleted is the answer of DELETE /v1/plugins/{name}/kv/{key}.
+type PluginKVDeleted struct {
+	Key     string `json:"key"`
+	Deleted bool   `json:"deleted"`
+}

@@ -1,0 +1,5 @@
+package wire
+
+// Tick is a time tick: Unix nanoseconds of an append, hostd's order of
+// appends.
+type Tick uint64
