@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"net/url"
-	
+
 	"github.com/hostd-dev/hostd/wire"
 )
 

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	
+
 	"github.com/hostd-dev/hostd/wire"
 )
 
