@@ -83,7 +83,7 @@ func (e *Engine) Abandon(ctx context.Context, id uint64, by, reason string) (*Ta
 	cancel, exited := t.cancel, t.exited
 	t.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		cancel(errAbandoned) // interrupts a waiting or running callback
 		select {
 		case <-exited:
 		case <-ctx.Done():
@@ -308,7 +308,7 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.mu.Unlock()
-	e.cancel()
+	e.cancel(errShuttingDown) // interrupts running callbacks
 	e.wg.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()

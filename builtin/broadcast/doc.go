@@ -109,6 +109,13 @@
 //     also across restarts), so their callbacks are ordered by the control
 //     channel; at recovery tasks are resumed in control-channel time-tick
 //     order. Failed callbacks retry with backoff 10 ms ×2 capped at 10 s.
+//     A callback runs under its task driver's context — cancelled by
+//     Abandon (cause errAbandoned) and by Close (errShuttingDown) — with
+//     its span (child of the persisted trace context) attached, so an
+//     abandon or a shutdown interrupts a waiting or running call at once
+//     (runtime/wasm's watchdog stops a guest when the context ends); the
+//     attempt's span then carries hostd.interrupted = "abandoned" or
+//     "shutting down" and hostd.broadcast.callback.interrupted counts it.
 //  8. Tombstone: the TOMBSTONE record (with its completion time) and the
 //     callback's ops commit together; locks are released, waiters woken.
 //  9. GC: finished tasks older than MaxLifetime or beyond MaxCount (oldest

@@ -14,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -47,8 +48,8 @@ type Engine struct {
 
 	appendCh chan []*appendReq // one message per task's attempts
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
+	ctx    context.Context // ends at Close (cause: errShuttingDown)
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // drivers, loops
 	gcKick chan struct{}
 }
@@ -97,11 +98,11 @@ type task struct {
 	dropped chan struct{}
 	dropErr error
 
-	done     chan struct{} // closed when the current run finishes
-	appended chan struct{} // closed when every vchannel has a checkpoint
-	wake     chan struct{} // ack arrived (cap 1)
-	cancel   context.CancelFunc
-	exited   chan struct{} // closed when the driver goroutine returns
+	done     chan struct{}           // closed when the current run finishes
+	appended chan struct{}           // closed when every vchannel has a checkpoint
+	wake     chan struct{}           // ack arrived (cap 1)
+	cancel   context.CancelCauseFunc // ends the driver (cause: errAbandoned)
+	exited   chan struct{}           // closed when the driver goroutine returns
 
 	recovered   bool
 	recoverLink trace.SpanContext
@@ -117,7 +118,7 @@ func New(o Options) (*Engine, error) {
 	if err := CheckLimits(o.MaxPayload, o.MaxKeyLen, nil, o.MaxRecordBytes, o.MaxMessageBytes); err != nil {
 		return nil, fmt.Errorf("broadcast: impossible options: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &Engine{
 		o:        o,
 		log:      o.Logger.With("component", "broadcast"),
@@ -133,7 +134,7 @@ func New(o Options) (*Engine, error) {
 	}
 	m, err := newMetrics(o.MeterProvider, e)
 	if err != nil {
-		cancel()
+		cancel(nil)
 		return nil, err
 	}
 	e.m = m
@@ -662,7 +663,7 @@ func (t *task) result() *Result {
 const headerEpoch = "hostd.broadcast.epoch"
 
 func (e *Engine) startDriver(t *task) {
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancelCause(e.ctx)
 	t.mu.Lock()
 	t.cancel = cancel
 	t.exited = make(chan struct{})
@@ -672,7 +673,7 @@ func (e *Engine) startDriver(t *task) {
 	go func() {
 		defer e.wg.Done()
 		defer close(exited)
-		defer cancel()
+		defer cancel(nil)
 		e.drive(ctx, t)
 		t.mu.Lock()
 		unpersisted := t.persistOps != nil
@@ -872,7 +873,12 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 		if t.recovered {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: t.recoverLink}))
 		}
-		sctx, span := e.tracer.Start(parent, "process broadcast", opts...)
+		// The span's parent is the persisted trace context; the call runs
+		// under the driver's ctx, which abandon (errAbandoned) and Close
+		// (errShuttingDown) cancel, so a waiting or running callback (a
+		// plugin call: the wasm watchdog stops the guest) ends at once.
+		_, span := e.tracer.Start(parent, "process broadcast", opts...)
+		sctx := trace.ContextWithSpan(ctx, span)
 		if sc := span.SpanContext(); sc.IsValid() {
 			tp := propagation.MapCarrier{}
 			propagation.TraceContext{}.Inject(sctx, tp)
@@ -887,8 +893,14 @@ func (e *Engine) callback(ctx context.Context, t *task) {
 			e.m.callbackDuration.Record(ctx, e.o.Clock.Now().Sub(t0).Seconds())
 		}
 		if ctx.Err() != nil {
-			span.SetStatus(codes.Error, "engine stopped")
+			why := interruptReason(ctx)
+			span.SetAttributes(attribute.String("hostd.interrupted", why))
+			if err != nil {
+				span.RecordError(err)
+			}
+			span.SetStatus(codes.Error, "interrupted: "+why)
 			span.End()
+			e.m.callbackInterrupted.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", why)))
 			return
 		}
 		if err != nil {
@@ -1131,4 +1143,22 @@ func (e *Engine) drop(t *task, err error) {
 	t.createSpan.End()
 	e.m.dropped.Add(context.Background(), 1)
 	e.log.Error("broadcast dropped: its task record cannot be committed", "id", t.tid, "type", t.typ, "err", err)
+}
+
+// Causes of a driver's cancellation: an admin abandoned the task, or the
+// engine is closing. interruptReason names them for spans and metrics.
+var (
+	errAbandoned    = errors.New("broadcast: task abandoned")
+	errShuttingDown = errors.New("broadcast: engine shutting down")
+)
+
+func interruptReason(ctx context.Context) string {
+	switch c := context.Cause(ctx); {
+	case errors.Is(c, errAbandoned):
+		return "abandoned"
+	case errors.Is(c, errShuttingDown):
+		return "shutting down"
+	default:
+		return "cancelled"
+	}
 }

@@ -8,17 +8,18 @@ import (
 )
 
 type metrics struct {
-	appendAttempts    metric.Int64Counter
-	appendFailures    metric.Int64Counter
-	callbackAttempts  metric.Int64Counter
-	callbackFailures  metric.Int64Counter
-	callbackConflicts metric.Int64Counter
-	finished          metric.Int64Counter
-	tooLarge          metric.Int64Counter
-	dropped           metric.Int64Counter
-	latency           metric.Float64Histogram
-	appendDuration    metric.Float64Histogram
-	callbackDuration  metric.Float64Histogram
+	appendAttempts      metric.Int64Counter
+	appendFailures      metric.Int64Counter
+	callbackAttempts    metric.Int64Counter
+	callbackFailures    metric.Int64Counter
+	callbackConflicts   metric.Int64Counter
+	callbackInterrupted metric.Int64Counter
+	finished            metric.Int64Counter
+	tooLarge            metric.Int64Counter
+	dropped             metric.Int64Counter
+	latency             metric.Float64Histogram
+	appendDuration      metric.Float64Histogram
+	callbackDuration    metric.Float64Histogram
 }
 
 // stateOpts holds one prebuilt attribute option per state: building an
@@ -57,6 +58,7 @@ func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
 	x.callbackConflicts = c("hostd.broadcast.callback.conflicts", "Ack-callback re-runs after a plugin KV conflict.")
 	x.tooLarge = c("hostd.broadcast.too_large", "Broadcasts refused before any lock or ID because their task record or message can never be stored.")
 	x.dropped = c("hostd.broadcast.dropped", "Tasks dropped because their PENDING record failed to commit for good (never answered with an ID).")
+	x.callbackInterrupted = c("hostd.broadcast.callback.interrupted", "Ack-callback runs interrupted by an abandon or a shutdown, by reason.")
 	x.finished = c("hostd.broadcast.finished", "Tasks that reached TOMBSTONE or FAILED, by state.")
 	if err != nil {
 		return nil, err

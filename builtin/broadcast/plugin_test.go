@@ -61,6 +61,11 @@ func (h wasmHandler) Ack(ctx context.Context, c *AckCall) (AckResult, error) {
 
 // wasmEnv is an env whose plugin types come from real Wasm plugins.
 func wasmEnv(t *testing.T, queues []string, pool int, plugins map[string]string) (*env, func() *wasm.Runtime) {
+	return wasmEnvLimits(t, queues, wasm.Limits{PoolSize: pool}, plugins)
+}
+
+// wasmEnvLimits is wasmEnv with the plugins' default limits.
+func wasmEnvLimits(t *testing.T, queues []string, lim wasm.Limits, plugins map[string]string) (*env, func() *wasm.Runtime) {
 	specs := []wasm.Spec{}
 	for name, dir := range plugins {
 		specs = append(specs, wasm.Spec{Name: name, Path: wasmtest.Build(t, dir)})
@@ -73,7 +78,7 @@ func wasmEnv(t *testing.T, queues []string, pool int, plugins map[string]string)
 		defer cancel()
 		var err error
 		rt, err = wasm.New(ctx, wasm.Config{Plugins: specs, CacheDir: wasmtest.CacheDir(), Store: o.Store,
-			Defaults: wasm.Limits{PoolSize: pool},
+			Defaults: lim,
 			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 		if err != nil {
 			t.Fatal(err)
