@@ -76,12 +76,19 @@
 //
 // # The nine steps (Engine.Submit and the task driver)
 //
-//  1. Lock: caller keys ∪ type keys (+ shared cluster key unless a cluster
-//     key is present) are locked through Locker, blocking on ctx.
-//  2. Idempotency: lookup and reservation of (type, scope, key) in one
-//     critical section. A hit releases the locks and waits for the original;
-//     a reservation held by a concurrent request makes this one release its
-//     locks, wait, and start again.
+//  1. Idempotency (before the locks, so a retry never waits behind
+//     locks — its original's or anyone's): lookup and reservation of
+//     (type, scope, key) in one critical section. A hit compares the
+//     request's fingerprint (sha256 of type, payload, properties and
+//     sorted vchannels, persisted with the task) with the original's:
+//     equal, or an original persisted before fingerprints existed → wait
+//     for the original (its ID, state, appends, duplicate=true); different
+//     → *IdempotencyConflictError naming the original (HTTP 409). A
+//     reservation held by a concurrent request: wait for it to resolve,
+//     then look again (a dropped or rejected first request frees it).
+//  2. Lock: caller keys ∪ type keys (+ shared cluster key unless a cluster
+//     key is present) are locked through Locker, blocking on ctx; a
+//     failure releases the reservation.
 //  3. Validate under the locks (only for a non-duplicate).
 //  4. Persist: the ID comes from the persisted sequence "broadcast/id"
 //     (allocated in blocks, after the lock), the task is committed as PENDING

@@ -183,8 +183,10 @@ func (e *Engine) lookup(msgType string) (Handler, TypeOptions, error) {
 // PENDING and the context's error, a duplicate gets only the error.
 //
 // Errors: ErrInvalidRequest, ErrUnknownType, ErrUnknownVChannel,
-// ErrKeyTooLong, ErrTooLarge, *RejectedError (ErrRejected), ErrClosed, ctx
-// errors, catalog errors.
+// ErrKeyTooLong, *TooLargeError (ErrTooLarge), *IdempotencyConflictError
+// (ErrIdempotencyConflict), *RejectedError (ErrRejected), ErrClosed, ctx
+// errors, catalog errors (a PENDING record that can never be committed:
+// the task is dropped and no ID is returned).
 func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 	e.mu.Lock()
 	closed, running := e.closed, e.running
@@ -235,11 +237,11 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 		e.m.tooLarge.Add(ctx, 1)
 		return nil, err
 	}
+	fp := fingerprint(&msg, vcs)
 	for {
-		guard, err := e.o.Locker.Lock(ctx, keys)
-		if err != nil {
-			return nil, err
-		}
+		// Step 2 before step 1: the idempotency lookup and reservation
+		// come before the locks, so a retry never waits behind locks (its
+		// original's or anyone's).
 		var mine *idemEntry
 		if ik != "" {
 			e.mu.Lock()
@@ -248,7 +250,6 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 			case ent == nil:
 				if len(req.IdempotencyKey) > e.o.MaxKeyLen {
 					e.mu.Unlock()
-					guard.Release()
 					return nil, fmt.Errorf("%w: %d bytes, max %d", ErrKeyTooLong, len(req.IdempotencyKey), e.o.MaxKeyLen)
 				}
 				mine = &idemEntry{reserved: make(chan struct{})}
@@ -257,7 +258,12 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 			case ent.task != nil:
 				t := ent.task
 				e.mu.Unlock()
-				guard.Release()
+				// Entries persisted before fingerprints existed match on
+				// the key alone.
+				if ofp := t.fingerprint(); ofp != "" && ofp != fp {
+					e.m.idemConflicts.Add(ctx, 1)
+					return nil, &IdempotencyConflictError{Type: msg.Type, Key: req.IdempotencyKey, OriginalID: t.tid}
+				}
 				res, err := e.wait(ctx, t, wait, true)
 				if errors.Is(err, errOriginalDropped) {
 					continue // the original was never persisted: go on as a new request
@@ -266,7 +272,6 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 			default:
 				ch := ent.reserved
 				e.mu.Unlock()
-				guard.Release()
 				select {
 				case <-ch:
 					continue // the reservation resolved: look again
@@ -274,9 +279,16 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 					return nil, ctx.Err()
 				}
 			}
-		} else if len(req.IdempotencyKey) > e.o.MaxKeyLen {
-			guard.Release()
-			return nil, ErrKeyTooLong
+		}
+		guard, err := e.o.Locker.Lock(ctx, keys)
+		if err != nil {
+			if mine != nil {
+				e.mu.Lock()
+				delete(e.index, ik)
+				close(mine.reserved)
+				e.mu.Unlock()
+			}
+			return nil, err
 		}
 		t, err := e.create(ctx, &msg, vcs, keys, req, ackSync, h, topts, guard)
 		if err != nil {
@@ -442,6 +454,7 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 			ID: id, State: StatePending, Message: *msg, VChannels: vcs, Keys: keys,
 			IdemKey: req.IdempotencyKey, Scope: req.Scope, AckSyncUp: ackSync,
 			Trace: map[string]string(carrier), CreatedAt: now, LowWater: low,
+			Fingerprint: fingerprint(msg, vcs),
 		},
 		handler: h, opts: topts, guard: guard, started: now,
 	}

@@ -17,6 +17,7 @@ type metrics struct {
 	finished            metric.Int64Counter
 	tooLarge            metric.Int64Counter
 	dropped             metric.Int64Counter
+	idemConflicts       metric.Int64Counter
 	latency             metric.Float64Histogram
 	appendDuration      metric.Float64Histogram
 	callbackDuration    metric.Float64Histogram
@@ -59,6 +60,7 @@ func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
 	x.tooLarge = c("hostd.broadcast.too_large", "Broadcasts refused before any lock or ID because their task record or message can never be stored.")
 	x.dropped = c("hostd.broadcast.dropped", "Tasks dropped because their PENDING record failed to commit for good (never answered with an ID).")
 	x.callbackInterrupted = c("hostd.broadcast.callback.interrupted", "Ack-callback runs interrupted by an abandon or a shutdown, by reason.")
+	x.idemConflicts = c("hostd.broadcast.idempotency.conflicts", "Requests refused because their idempotency key belongs to a different request (409).")
 	x.finished = c("hostd.broadcast.finished", "Tasks that reached TOMBSTONE or FAILED, by state.")
 	if err != nil {
 		return nil, err

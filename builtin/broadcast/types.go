@@ -267,13 +267,16 @@ var (
 	ErrUnknownVChannel = errors.New("broadcast: unknown vchannel")
 	ErrNotFound        = errors.New("broadcast: task not found")
 	ErrKeyTooLong      = errors.New("broadcast: idempotency key too long")
-	ErrTooLarge        = errors.New("broadcast: payload too large")
+	ErrTooLarge        = errors.New("broadcast: too large")
 	ErrRejected        = errors.New("broadcast: rejected by validator")
 	ErrInvalidState    = errors.New("broadcast: invalid state for operation")
 	ErrClosed          = errors.New("broadcast: engine closed")
 	ErrNotStarted      = errors.New("broadcast: engine not started (recovery has not finished)")
 	ErrCorruptCatalog  = errors.New("broadcast: corrupt catalog")
 	ErrNotAckable      = errors.New("broadcast: vchannel not ackable")
+	// ErrIdempotencyConflict: an idempotency key reused with a different
+	// request (see IdempotencyConflictError).
+	ErrIdempotencyConflict = errors.New("broadcast: idempotency key reused with a different request")
 )
 
 type permanentError struct{ err error }

@@ -259,7 +259,10 @@ func broadcastRequest(b *BroadcastRequest) (*broadcast.Request, error) {
 func broadcastError(err error) *Error {
 	var rej *broadcast.RejectedError
 	var tl *broadcast.TooLargeError
+	var ic *broadcast.IdempotencyConflictError
 	switch {
+	case errors.As(err, &ic):
+		return Conflict("%v", err).With("reason", "idempotency_key_reused").With("original_id", ic.OriginalID)
 	case errors.As(err, &rej):
 		return FailedPrecondition("%v", err).With("reason", "rejected").With("type", rej.Type)
 	case errors.Is(err, broadcast.ErrUnknownType):
