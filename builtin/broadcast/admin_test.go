@@ -53,7 +53,7 @@ func TestAbandonAndRetry(t *testing.T) {
 	if _, err := v.e.Abandon(ctx, r.ID, "alice", "again"); !errors.Is(err, ErrInvalidState) {
 		t.Fatalf("second abandon: %v", err)
 	}
-	if d := v.submit(ctx, Request{Message: Message{Type: "stuck"}, IdempotencyKey: "k"}); !d.Duplicate || d.State != StateFailed {
+	if d := v.submit(ctx, Request{Message: Message{Type: "stuck"}, VChannels: vcs(1), IdempotencyKey: "k"}); !d.Duplicate || d.State != StateFailed {
 		t.Fatalf("dup of abandoned: %+v", d)
 	}
 	// Locks were released: someone else takes them, so Retry must wait.
