@@ -15,6 +15,7 @@ type (
 	BroadcastResult  = wire.BroadcastResult
 	BroadcastTask    = wire.BroadcastTask
 	ResourceKey      = wire.ResourceKey
+	BroadcastLock    = wire.BroadcastLock
 )
 
 // BroadcastFilter selects tasks for ListBroadcasts.
@@ -88,4 +89,26 @@ func (c *Client) RetryBroadcast(ctx context.Context, id uint64) (*BroadcastTask,
 		return nil, err
 	}
 	return &out, nil
+}
+
+// BroadcastLocks returns the resource keys held or awaited by broadcasts,
+// with their holder broadcast IDs and waiters; domain (and key) filter
+// them ("" = all).
+func (c *Client) BroadcastLocks(ctx context.Context, domain, key string) ([]BroadcastLock, error) {
+	q := url.Values{}
+	if domain != "" {
+		q.Set("domain", domain)
+	}
+	if key != "" {
+		q.Set("key", key)
+	}
+	path := "/v1/broadcast-locks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out List[BroadcastLock]
+	if err := c.Do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
 }

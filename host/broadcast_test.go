@@ -245,3 +245,65 @@ func TestBroadcastRecordTooLarge(t *testing.T) {
 		t.Fatalf("exclusive cluster broadcast after a refused one: %+v %v", res, err)
 	}
 }
+
+// GET /v1/broadcast-locks shows who holds a key (broadcast IDs) and who
+// waits; a broadcast that gives up waiting gets 504 naming the key it
+// waited for and its holder.
+func TestBroadcastLocksAPI(t *testing.T) {
+	_, c, _ := startBroadcastHost(t)
+	ctx := context.Background()
+	evil := []client.ResourceKey{{Domain: "evil", Key: "k13", Mode: "exclusive"}}
+	yes := true
+	a, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", VChannels: []string{"orders/0"}, AckSyncUp: &yes,
+		ResourceKeys: evil, Wait: "appended"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", ResourceKeys: evil, Timeout: "300ms"})
+	var ae *client.Error
+	if !errors.As(err, &ae) || ae.Status != 504 || ae.Details["waiting_for"] != "evil:k13" ||
+		!strings.Contains(ae.Message, "evil:k13") || strings.Contains(ae.Message, "cluster:cluster") {
+		t.Fatalf("blocked broadcast: %v (%+v)", err, ae)
+	}
+	if hs, _ := ae.Details["holders"].([]any); len(hs) != 1 || hs[0] != float64(a.ID) {
+		t.Fatalf("holders: %+v", ae.Details)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", ResourceKeys: evil, Timeout: "2m"})
+		done <- err
+	}()
+	var locks []client.BroadcastLock
+	deadline := time.Now().Add(time.Minute)
+	for {
+		locks, err = c.BroadcastLocks(ctx, "evil", "k13")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(locks) == 1 && len(locks[0].Waiters) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never saw the waiter: %+v", locks)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l := locks[0]
+	if l.Mode != "exclusive" || len(l.Holders) != 1 || l.Holders[0].BroadcastID != a.ID || l.Holders[0].Mode != "exclusive" ||
+		!l.Waiters[0].BlockedHere || l.Waiters[0].Type != "noop" {
+		t.Fatalf("evil:k13: %+v", l)
+	}
+	all, err := c.BroadcastLocks(ctx, "", "")
+	if err != nil || len(all) != 2 || all[0].Domain != "cluster" {
+		t.Fatalf("all keys: %+v %v", all, err)
+	}
+	if _, err := c.BroadcastLocks(ctx, "", "k13"); !errors.As(err, &ae) || ae.Status != 400 {
+		t.Fatalf("key without domain: %v", err)
+	}
+	if _, err := c.AckBroadcast(ctx, a.ID, "orders/0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiter after the ack: %v", err)
+	}
+}

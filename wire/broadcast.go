@@ -104,3 +104,32 @@ type AckRequest struct {
 type AbandonRequest struct {
 	Reason string `json:"reason"`
 }
+
+// BroadcastLock is one broadcast resource key held or awaited (GET
+// /v1/broadcast-locks): its holders (broadcast IDs) and its waiters, each
+// marked on the key it is blocked on. Modes are "shared" or "exclusive".
+type BroadcastLock struct {
+	Domain  string                `json:"domain"`
+	Key     string                `json:"key"`
+	Mode    string                `json:"mode"`
+	Holders []BroadcastLockHolder `json:"holders"`
+	Waiters []BroadcastLockWaiter `json:"waiters,omitempty"`
+}
+
+// BroadcastLockHolder is a broadcast holding a key.
+type BroadcastLockHolder struct {
+	BroadcastID uint64    `json:"broadcast_id"`
+	Type        string    `json:"type"`
+	Mode        string    `json:"mode"`
+	Since       time.Time `json:"since"`
+}
+
+// BroadcastLockWaiter is a request waiting for a key; BroadcastID is set
+// for an admin retry only (a new broadcast gets its ID after its locks).
+type BroadcastLockWaiter struct {
+	BroadcastID uint64    `json:"broadcast_id,omitempty"`
+	Type        string    `json:"type"`
+	Mode        string    `json:"mode"`
+	Since       time.Time `json:"since"`
+	BlockedHere bool      `json:"blocked_here"`
+}

@@ -145,7 +145,12 @@ func (e *Engine) Retry(ctx context.Context, id uint64) (*TaskInfo, error) {
 	if exited != nil {
 		<-exited
 	}
+	lw := e.addLockWait(id, t.typ, keys)
 	guard, err := e.o.Locker.Lock(ctx, keys)
+	if err != nil {
+		err = e.lockWaitError(lw, err)
+	}
+	e.removeLockWait(lw)
 	if err != nil {
 		return nil, err
 	}

@@ -130,6 +130,17 @@
 //     broadcasts/s the default MaxCount of 8192 makes the idempotency
 //     window about 8 s, not 24 h.
 //
+// # Lock visibility
+//
+// Engine.Locks is the operator's view of the resource keys (GET
+// /v1/broadcast-locks, `hostd broadcast locks`): holders are the PENDING
+// tasks keeping a guard (by broadcast ID), waiters the Locker.Lock calls
+// in progress (registered around each call in Submit and Retry), each
+// marked on the key it waits for — the first of its keys held in a
+// conflicting mode, else the first wanted by an earlier waiter. A Submit
+// whose lock wait ends returns a *LockWaitError naming that key and its
+// holders (HTTP 504 with details.waiting_for and details.holders).
+//
 // # Durable records (namespace catalog.NSBroadcast = "bc/")
 //
 //	bc/t/<id:016x>              task record (JSON, taskRecord)
@@ -147,7 +158,7 @@
 //
 // # Locking
 //
-// Engine.mu guards the task table and the idempotency index; task.mu guards
+// Engine.mu guards the task table, the idempotency index and lockWaits; task.mu guards
 // one task's in-memory state; Engine.gcMu serializes GC with admin retries
 // (so a task is never deleted while it becomes PENDING again). Order:
 // gcMu, then Engine.mu, then task.mu. Only gcMu is held across a catalog

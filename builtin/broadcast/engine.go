@@ -39,7 +39,9 @@ type Engine struct {
 	closed  bool
 	tasks   map[uint64]*task
 	index   map[string]*idemEntry // idempotency index
-	byState map[State]int
+	// lockWaits are the Locker.Lock calls in progress (see Locks).
+	lockWaits map[*lockWait]struct{}
+	byState   map[State]int
 
 	gcMu sync.Mutex // serializes GC and Retry
 
@@ -120,17 +122,18 @@ func New(o Options) (*Engine, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	e := &Engine{
-		o:        o,
-		log:      o.Logger.With("component", "broadcast"),
-		tracer:   o.TracerProvider.Tracer("github.com/hostd-dev/hostd/builtin/broadcast"),
-		builtins: map[string]builtin{},
-		tasks:    map[uint64]*task{},
-		index:    map[string]*idemEntry{},
-		byState:  map[State]int{},
-		appendCh: make(chan []*appendReq, 1024),
-		ctx:      ctx,
-		cancel:   cancel,
-		gcKick:   make(chan struct{}, 1),
+		o:         o,
+		log:       o.Logger.With("component", "broadcast"),
+		tracer:    o.TracerProvider.Tracer("github.com/hostd-dev/hostd/builtin/broadcast"),
+		builtins:  map[string]builtin{},
+		tasks:     map[uint64]*task{},
+		index:     map[string]*idemEntry{},
+		lockWaits: map[*lockWait]struct{}{},
+		byState:   map[State]int{},
+		appendCh:  make(chan []*appendReq, 1024),
+		ctx:       ctx,
+		cancel:    cancel,
+		gcKick:    make(chan struct{}, 1),
 	}
 	m, err := newMetrics(o.MeterProvider, e)
 	if err != nil {
@@ -280,7 +283,12 @@ func (e *Engine) Submit(ctx context.Context, req *Request) (*Result, error) {
 				}
 			}
 		}
+		lw := e.addLockWait(0, msg.Type, keys)
 		guard, err := e.o.Locker.Lock(ctx, keys)
+		if err != nil {
+			err = e.lockWaitError(lw, err) // names the key it waited for and its holders
+		}
+		e.removeLockWait(lw)
 		if err != nil {
 			if mine != nil {
 				e.mu.Lock()

@@ -80,6 +80,17 @@ func newMetrics(mp metric.MeterProvider, e *Engine) (*metrics, error) {
 		metric.WithDescription("Duration of one ack-callback run (handler only).")); err != nil {
 		return nil, err
 	}
+	_, err = m.Int64ObservableGauge("hostd.broadcast.lock.waiters", metric.WithDescription("Broadcasts (and admin retries) waiting for resource keys."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			e.mu.Lock()
+			n := len(e.lockWaits)
+			e.mu.Unlock()
+			o.Observe(int64(n))
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
 	_, err = m.Int64ObservableGauge("hostd.broadcast.tasks", metric.WithDescription("Tasks in the catalog by state."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			e.mu.Lock()

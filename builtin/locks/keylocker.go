@@ -143,11 +143,16 @@ func (l *KeyLocker) Lock(ctx context.Context, owner string, keys []abi.ResourceK
 			// outcome rather than fix up the queues.
 			l.mu.Unlock()
 		default:
+			// Name the key it actually waits for, not the first it wants.
+			blk := ck[0]
+			if i := l.grantable(w.seq, w.keys); i >= 0 {
+				blk = ck[i]
+			}
 			l.dequeueLocked(w)
 			l.wakeLocked(w.keys)
 			l.mu.Unlock()
 			l.m.canceled(ctx)
-			return nil, fmt.Errorf("locks: waiting for %s: %w", formatKey(ck[0]), ctx.Err())
+			return nil, fmt.Errorf("locks: waiting for %s: %w", formatKey(blk), ctx.Err())
 		}
 	}
 	if w.err != nil {

@@ -20,7 +20,7 @@ func newBroadcastCmd(g *globals) *cobra.Command {
 			"serialized by resource keys, idempotent by key, and runs the message type's ack callback once.",
 	}
 	cmd.AddCommand(newBroadcastSendCmd(g), newBroadcastGetCmd(g), newBroadcastLsCmd(g),
-		newBroadcastAckCmd(g), newBroadcastAbandonCmd(g), newBroadcastRetryCmd(g))
+		newBroadcastAckCmd(g), newBroadcastAbandonCmd(g), newBroadcastRetryCmd(g), newBroadcastLocksCmd(g))
 	return cmd
 }
 
@@ -290,6 +290,51 @@ func newBroadcastRetryCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.printTask(g.broadcastByID(cmd.Context(), args[0], (*client.Client).RetryBroadcast))
+		},
+	}
+}
+
+func newBroadcastLocksCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "locks [DOMAIN[:KEY]]",
+		Short: "Show resource keys held or awaited by broadcasts: holder broadcast IDs, waiters, the key each waits for",
+		Example: `  hostd broadcast locks
+  hostd broadcast locks collection:shop.orders`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var domain, key string
+			if len(args) == 1 {
+				domain, key, _ = strings.Cut(args[0], ":")
+				if domain == "" {
+					return withCode(2, fmt.Errorf("filter %q: want DOMAIN or DOMAIN:KEY", args[0]))
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			locks, err := c.BroadcastLocks(cmd.Context(), domain, key)
+			if err != nil {
+				return err
+			}
+			rows := [][]string{}
+			for _, l := range locks {
+				name := l.Domain + ":" + l.Key
+				for _, h := range l.Holders {
+					rows = append(rows, []string{name, "holder", strconv.FormatUint(h.BroadcastID, 10), h.Type, h.Mode, fmtTime(h.Since), ""})
+				}
+				for _, w := range l.Waiters {
+					id, blocked := "-", ""
+					if w.BroadcastID != 0 {
+						id = strconv.FormatUint(w.BroadcastID, 10) + " (retry)"
+					}
+					if w.BlockedHere {
+						blocked = "waits for this key"
+					}
+					rows = append(rows, []string{name, "waiter", id, w.Type, w.Mode, fmtTime(w.Since), blocked})
+				}
+			}
+			return g.print(locks, []string{"KEY", "ROLE", "BROADCAST", "TYPE", "MODE", "SINCE", "NOTE"}, rows)
 		},
 	}
 }

@@ -57,6 +57,16 @@ func TestBroadcastCLI(t *testing.T) {
 	if task.State != "PENDING" {
 		t.Fatalf("retry: %+v", task)
 	}
+	// The retried task holds the shared cluster key until acked.
+	out, _, code = runCLI(t, dir, append([]string{"broadcast", "locks", "cluster:cluster"}, addr...)...)
+	if code != 0 || !strings.Contains(out, "cluster:cluster") || !strings.Contains(out, "holder") || !strings.Contains(out, " "+pid+" ") {
+		t.Fatalf("broadcast locks: %d\n%s", code, out)
+	}
+	var locks []client.BroadcastLock
+	cliJSON(t, dir, &locks, append([]string{"broadcast", "locks"}, addr...)...)
+	if len(locks) != 1 || len(locks[0].Holders) != 1 || strconv.FormatUint(locks[0].Holders[0].BroadcastID, 10) != pid {
+		t.Fatalf("broadcast locks -o json: %+v", locks)
+	}
 	for i := 0; i < 200 && task.State == "PENDING"; i++ {
 		_, errOut, code := runCLI(t, dir, append([]string{"broadcast", "ack", pid, "orders/0", "-o", "json"}, addr...)...)
 		if code != 0 && !strings.Contains(errOut, "not_appended") {

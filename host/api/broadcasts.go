@@ -22,6 +22,25 @@ type BroadcastService interface {
 	Ack(ctx context.Context, id uint64, vchannel string) error
 	Abandon(ctx context.Context, id uint64, by, reason string) (*broadcast.TaskInfo, error)
 	Retry(ctx context.Context, id uint64) (*broadcast.TaskInfo, error)
+	Locks(f broadcast.LockFilter) []broadcast.KeyLock
+}
+
+// BroadcastLock and its parts are defined in package wire.
+type (
+	BroadcastLock       = wire.BroadcastLock
+	BroadcastLockHolder = wire.BroadcastLockHolder
+	BroadcastLockWaiter = wire.BroadcastLockWaiter
+)
+
+func lockJSON(kl broadcast.KeyLock) BroadcastLock {
+	out := BroadcastLock{Domain: kl.Domain, Key: kl.Key, Mode: kl.Mode.String(), Holders: []BroadcastLockHolder{}}
+	for _, h := range kl.Holders {
+		out.Holders = append(out.Holders, BroadcastLockHolder{BroadcastID: h.BroadcastID, Type: h.Type, Mode: h.Mode.String(), Since: h.Since})
+	}
+	for _, w := range kl.Waiters {
+		out.Waiters = append(out.Waiters, BroadcastLockWaiter{BroadcastID: w.BroadcastID, Type: w.Type, Mode: w.Mode.String(), Since: w.Since, BlockedHere: w.BlockedHere})
+	}
+	return out
 }
 
 // Wire types of the broadcast routes (defined in package wire).
@@ -81,7 +100,21 @@ func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
 //	POST /v1/broadcasts/{id}/acks        write  ack one vchannel (AckSyncUp)
 //	POST /v1/broadcasts/{id}/abandon     admin  PENDING → FAILED (who/why recorded)
 //	POST /v1/broadcasts/{id}/retry       admin  FAILED → PENDING
+//	GET  /v1/broadcast-locks             read   resource keys held/awaited by broadcasts (domain, key)
 func RegisterBroadcasts(s *Server, svc BroadcastService) {
+	s.Handle("GET /v1/broadcast-locks", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		q := r.URL.Query()
+		f := broadcast.LockFilter{Domain: q.Get("domain"), Key: q.Get("key")}
+		if f.Key != "" && f.Domain == "" {
+			return InvalidField("domain", "a key filter needs its domain (domain=…&key=…)")
+		}
+		locks := svc.Locks(f)
+		out := make([]BroadcastLock, 0, len(locks))
+		for _, kl := range locks {
+			out = append(out, lockJSON(kl))
+		}
+		return WriteList(w, out, "")
+	})
 	s.Handle("POST /v1/broadcasts", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
 		var body BroadcastRequest
 		if err := DecodeJSON(r, &body); err != nil {
@@ -260,6 +293,7 @@ func broadcastError(err error) *Error {
 	var rej *broadcast.RejectedError
 	var tl *broadcast.TooLargeError
 	var ic *broadcast.IdempotencyConflictError
+	var lw *broadcast.LockWaitError
 	switch {
 	case errors.As(err, &ic):
 		return Conflict("%v", err).With("reason", "idempotency_key_reused").With("original_id", ic.OriginalID)
@@ -286,6 +320,13 @@ func broadcastError(err error) *Error {
 		return FailedPrecondition("%v", err).With("reason", "not_appended")
 	case errors.Is(err, broadcast.ErrClosed), errors.Is(err, broadcast.ErrNotStarted):
 		return Unavailable("%v", err)
+	case errors.As(err, &lw) && errors.Is(err, context.DeadlineExceeded):
+		ids := lw.Holders
+		if ids == nil {
+			ids = []uint64{}
+		}
+		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "gave up waiting for the broadcast: %v", err).
+			With("waiting_for", lw.Key.Domain+":"+lw.Key.Key).With("holders", ids)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "gave up waiting for the broadcast: %v", err)
 	}
