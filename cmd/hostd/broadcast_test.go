@@ -27,9 +27,14 @@ func TestBroadcastCLI(t *testing.T) {
 		t.Fatalf("send: %+v", r)
 	}
 	var dup client.BroadcastResult
-	cliJSON(t, dir, &dup, append([]string{"broadcast", "send", "noop", "orders/0", "orders/1", "--idempotency-key", "req-42"}, addr...)...)
+	cliJSON(t, dir, &dup, append([]string{"broadcast", "send", "noop", "orders/1", "orders/0", "--payload", "hello", "-p", "k=v", "--idempotency-key", "req-42"}, addr...)...)
 	if !dup.Duplicate || dup.ID != r.ID {
 		t.Fatalf("duplicate: %+v", dup)
+	}
+	// The same key with another request is a conflict naming the original.
+	_, errOut, code := runCLI(t, dir, append([]string{"broadcast", "send", "noop", "orders/0", "orders/1", "--payload", "other", "--idempotency-key", "req-42"}, addr...)...)
+	if code == 0 || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "broadcast "+strconv.FormatUint(r.ID, 10)) {
+		t.Fatalf("reused key with another request: %d %s", code, errOut)
 	}
 	id := strconv.FormatUint(r.ID, 10)
 	out, _, code := runCLI(t, dir, append([]string{"broadcast", "get", id}, addr...)...)
@@ -83,7 +88,7 @@ func TestBroadcastCLI(t *testing.T) {
 		t.Fatalf("ls: %+v", l)
 	}
 	// Errors carry the API's code; usage errors exit 2.
-	_, errOut, code := runCLI(t, dir, append([]string{"broadcast", "send", "NoSuchType"}, addr...)...)
+	_, errOut, code = runCLI(t, dir, append([]string{"broadcast", "send", "NoSuchType"}, addr...)...)
 	if code != 1 || !strings.Contains(errOut, "unknown message type") {
 		t.Fatalf("unknown type: %d %s", code, errOut)
 	}
