@@ -32,10 +32,12 @@ type TopicChange struct {
 	Info        *TopicInfo `json:"info,omitempty"`
 }
 
-// Retention is a topic's retention as stored.
+// Retention is a topic's retention as stored: max_age a Go duration
+// ("24h0m0s"; absent: no age limit), max_bytes in bytes (absent: no size
+// limit).
 type Retention struct {
-	MaxAge   time.Duration `json:"max_age,omitempty"`
-	MaxBytes uint64        `json:"max_bytes,omitempty"`
+	MaxAge   string `json:"max_age,omitempty"`
+	MaxBytes uint64 `json:"max_bytes,omitempty"`
 }
 
 // Topic is a static topic.

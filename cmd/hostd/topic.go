@@ -253,7 +253,7 @@ func newTopicDescribeCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.stdout, "topic %s: %d queues, epoch %d, policy %s, created %s\n", ti.Topic.Name, ti.Topic.Queues,
 				ti.Topic.Epoch, ti.Topic.Policy, fmtTime(ti.Topic.Created))
-			if r := ti.Topic.Retention; r.MaxAge > 0 || r.MaxBytes > 0 {
+			if r := ti.Topic.Retention; r.MaxAge != "" || r.MaxBytes > 0 {
 				fmt.Fprintf(g.stdout, "retention: max age %s, max bytes %d\n", r.MaxAge, r.MaxBytes)
 			}
 			var rows [][]string

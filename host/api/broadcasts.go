@@ -72,9 +72,9 @@ func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
 		NextRetry: in.NextRetry, MissingAcks: in.MissingAcks, TraceID: in.TraceID,
 		CreatedAt: in.CreatedAt, FinishedAt: in.FinishedAt,
 	}
-	if in.VChannels != nil {
-		out.VChannels = make([]wire.VChannelStatus, 0, len(in.VChannels))
-	}
+	// Lists are [] rather than null in answers.
+	out.VChannels = make([]wire.VChannelStatus, 0, len(in.VChannels))
+	out.ResourceKeys = make([]ResourceKeyJSON, 0, len(in.ResourceKeys))
 	for _, v := range in.VChannels {
 		vs := wire.VChannelStatus{Name: v.Name, Acked: v.Acked, Attempts: v.Attempts, LastError: v.LastError}
 		if v.Checkpoint != nil {

@@ -30,14 +30,15 @@ type (
 )
 
 func messageJSON(m *wal.Message) MessageJSON {
+	payload := m.Payload
+	if payload == nil {
+		payload = []byte{} // "" rather than null: payload is always a string
+	}
 	return MessageJSON{Offset: m.Offset, Queue: m.Queue, QueueOffset: m.QueueOffset,
-		TimeTick: wire.Tick(m.Tick), Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: m.Payload, Properties: m.Props}
+		TimeTick: wire.Tick(m.Tick), Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: payload, Properties: m.Props}
 }
 
 func positionsJSON(in []wal.Position) []wire.Position {
-	if in == nil {
-		return nil
-	}
 	out := make([]wire.Position, len(in))
 	for i, p := range in {
 		out[i] = wire.Position{VChannel: p.VChannel, Offset: p.Offset, Queue: p.Queue, QueueOffset: p.QueueOffset, Tick: wire.Tick(p.Tick)}

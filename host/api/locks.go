@@ -64,9 +64,6 @@ type (
 )
 
 func auditJSON(in []locks.AuditRecord) []wire.AuditRecord {
-	if in == nil {
-		return nil
-	}
 	out := make([]wire.AuditRecord, len(in))
 	for i, a := range in {
 		out[i] = wire.AuditRecord{ID: a.ID, At: a.At, Action: a.Action,

@@ -102,9 +102,7 @@ func pluginsJSON(in []wasm.Info) []wire.Plugin {
 		out[i] = wire.Plugin{Name: p.Name, Path: p.Path, SHA256: p.SHA256, ABI: p.ABI, PoolSize: p.PoolSize,
 			Live: p.Live, Calls: p.Calls, Failures: p.Failures, StartFailures: p.StartFailures, LoadedAt: p.LoadedAt,
 			Interrupt: p.Interrupt, InterruptReason: p.InterruptReason, Error: p.Error}
-		if p.Registrations != nil {
-			out[i].Registrations = make([]wire.PluginRegistration, len(p.Registrations))
-		}
+		out[i].Registrations = make([]wire.PluginRegistration, len(p.Registrations)) // [] rather than null
 		for j, r := range p.Registrations {
 			out[i].Registrations[j] = wire.PluginRegistration{Kind: r.Kind, Name: r.Name}
 		}

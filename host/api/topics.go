@@ -61,7 +61,16 @@ func topicChangeJSON(in *TopicChange) wire.TopicChange {
 
 func topicJSON(t *mapping.Topic) wire.Topic {
 	return wire.Topic{Name: t.Name, Queues: t.Queues, Epoch: t.Epoch, Policy: t.Policy,
-		Retention: wire.Retention{MaxAge: t.Retention.MaxAge, MaxBytes: t.Retention.MaxBytes}, Created: t.Created}
+		Retention: wire.Retention{MaxAge: durationJSON(t.Retention.MaxAge), MaxBytes: t.Retention.MaxBytes}, Created: t.Created}
+}
+
+// durationJSON is a duration on the wire: a Go duration string, "" for
+// none (a JSON number of nanoseconds would pass 2^53 after 104 days).
+func durationJSON(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
 }
 
 func segmentInfoJSON(s *mapping.SegmentInfo) wire.SegmentInfo {
@@ -91,14 +100,10 @@ func groupOffsetsJSON(in []mapping.GroupOffset) []wire.GroupOffset {
 
 func topicInfoJSON(in *mapping.TopicInfo) wire.TopicInfo {
 	out := wire.TopicInfo{Topic: topicJSON(&in.Topic), Groups: groupOffsetsJSON(in.Groups)}
-	if in.Queues != nil {
-		out.Queues = make([]wire.QueueInfo, len(in.Queues))
-	}
+	out.Queues = make([]wire.QueueInfo, len(in.Queues)) // [] rather than null
 	for i, q := range in.Queues {
 		wq := wire.QueueInfo{ID: q.ID, VChannel: q.VChannel, Broker: q.Broker, Min: q.Min, Max: q.Max}
-		if q.Segments != nil {
-			wq.Segments = make([]wire.SegmentInfo, len(q.Segments))
-		}
+		wq.Segments = make([]wire.SegmentInfo, len(q.Segments))
 		for j := range q.Segments {
 			wq.Segments[j] = segmentInfoJSON(&q.Segments[j])
 		}
@@ -128,6 +133,9 @@ func RegisterTopics(s *Server, svc TopicService) {
 	change := func(w http.ResponseWriter, r *http.Request, kind, topic string, body *TopicRequest) error {
 		c := mapping.Change{Kind: kind, Topic: topic, Queues: body.Queues, Brokers: body.Brokers, Policy: body.Policy}
 		if body.Retention != nil {
+			if body.Retention.MaxBytes > wire.MaxSafeInteger {
+				return InvalidField("retention.max_bytes", "max_bytes must be at most %d (2^53-1), got %d", uint64(wire.MaxSafeInteger), body.Retention.MaxBytes)
+			}
 			c.Retention = &mapping.Retention{MaxBytes: body.Retention.MaxBytes}
 			if body.Retention.MaxAge != "" {
 				d, err := time.ParseDuration(body.Retention.MaxAge)
