@@ -251,3 +251,18 @@ func (p Page) Query(path string) string {
 
 // List is one page of a list response.
 type List[T any] = wire.List[T]
+
+// OpenAPI returns the daemon's API reference, the OpenAPI 3.1 document it
+// was built with (GET /v1/openapi.json, role read).
+func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
+	resp, err := c.Raw(ctx, http.MethodGet, "/v1/openapi.json", nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("client: read /v1/openapi.json: %w", err)
+	}
+	return b, nil
+}

@@ -38,7 +38,7 @@ func startBroadcastHost(t *testing.T) (*Host, *client.Client, *syncBuffer) {
 	cfg := testConfig(t)
 	cfg.Broadcast.Vchannels = []string{"orders/0", "orders/1"}
 	logs := &syncBuffer{}
-	h, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), WrapAPI: specCheck(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

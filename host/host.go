@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -51,6 +52,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Clock is the time source of every component. Default sched.Real.
 	Clock sched.Clock
+	// WrapAPI, if set, wraps the API server's handler (tests: check every
+	// exchange against docs/openapi.json).
+	WrapAPI func(http.Handler) http.Handler
 }
 
 // Host is one hostd daemon.
@@ -178,6 +182,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 		Version:           opts.Version,
 		Ready:             h.notReady,
 		Clock:             h.clock,
+		Wrap:              opts.WrapAPI,
 	})
 	if err != nil {
 		return nil, err

@@ -43,10 +43,11 @@ func testConfig(t *testing.T) *config.Config {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// startHost opens and starts a Host and shuts it down at the end of the test.
+// startHost opens and starts a Host and shuts it down at the end of the
+// test. Every API exchange is checked against docs/openapi.json.
 func startHost(t *testing.T, cfg *config.Config) *Host {
 	t.Helper()
-	h, err := Open(context.Background(), cfg, Options{Logger: quietLogger()})
+	h, err := Open(context.Background(), cfg, Options{Logger: quietLogger(), WrapAPI: specCheck(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

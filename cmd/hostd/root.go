@@ -32,6 +32,7 @@ var commands = []func(g *globals) *cobra.Command{
 	newChannelCmd,
 	newPluginCmd,
 	newTraceCmd,
+	newAPICmd,
 }
 
 // Exit codes.

@@ -3,7 +3,9 @@ package api
 import (
 	"net/http"
 	"runtime"
+	"strconv"
 
+	"github.com/hostd-dev/hostd/docs"
 	"github.com/hostd-dev/hostd/wire"
 )
 
@@ -38,5 +40,13 @@ func (s *Server) registerBuiltins() {
 	}
 	s.Handle("GET /v1/version", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		return WriteJSON(w, http.StatusOK, v)
+	})
+	// The API reference (docs/openapi.json, embedded). Role read, not
+	// public: with tokens on, routes are not listed to strangers.
+	s.Handle("GET /v1/openapi.json", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(docs.OpenAPI)))
+		_, err := w.Write(docs.OpenAPI)
+		return err
 	})
 }

@@ -65,6 +65,9 @@ type Options struct {
 	// Clock decides when a token has expired (Token.ExpiresAt). Default
 	// sched.Real.
 	Clock sched.Clock
+	// Wrap, if set, wraps the server's whole handler (tests: check every
+	// exchange against docs/openapi.json, internal/apispec).
+	Wrap func(http.Handler) http.Handler
 }
 
 // VersionInfo describes the running binary (GET /v1/version).
@@ -355,8 +358,12 @@ func (s *Server) Start() error {
 	s.mu.RLock()
 	ln := s.ln
 	s.mu.RUnlock()
+	var handler http.Handler = s
+	if s.opts.Wrap != nil {
+		handler = s.opts.Wrap(s)
+	}
 	s.srv = &http.Server{
-		Handler:           s,
+		Handler:           handler,
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,

@@ -16,6 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
+
+	"github.com/hostd-dev/hostd/internal/apispec"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,6 +50,12 @@ func start(t *testing.T, opts Options, setup func(s *Server)) *Server {
 	t.Helper()
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Wrap == nil {
+		// Every exchange with a route of docs/openapi.json is checked
+		// against it (the tests' own routes are not).
+		spec := apispec.MustLoad()
+		opts.Wrap = func(h http.Handler) http.Handler { return spec.Handler(t, false, h) }
 	}
 	s, err := New(opts)
 	if err != nil {

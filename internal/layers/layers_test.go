@@ -46,6 +46,7 @@ func TestCheckerCatchesViolations(t *testing.T) {
 		"examples/demo/plugin -> example.com/bad/runtime/catalog",
 		"wire -> example.com/bad/sdk/abi",
 		"builtin/broadcast -> example.com/bad/wire",
+		"docs -> example.com/bad/runtime/sched",
 	}
 	for _, w := range want {
 		if !got[w] {

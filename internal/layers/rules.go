@@ -40,6 +40,7 @@ var thirdParty = []struct {
 	{"go.opentelemetry.io/otel/exporters", []string{"host/telemetry"}, "OTel exporters are built only by host/telemetry"},
 	{"github.com/prometheus/", []string{"host/telemetry"}, "Prometheus is reached only through host/telemetry's OTel exporter"},
 	{"github.com/spf13/", []string{"cmd/"}, "cobra/pflag belong to the CLI (cmd/hostd)"},
+	{"github.com/getkin/kin-openapi", []string{"internal/apispec"}, "kin-openapi (test-only: the spec validator) is imported only by internal/apispec"},
 	{"go.opentelemetry.io/collector/pdata", []string{"host/telemetry", "host/tracestore", "cmd/"}, "pdata (OTLP-JSON trace files) is used only by host/telemetry, host/tracestore and the CLI"},
 }
 
@@ -84,7 +85,7 @@ func layer(rel string) string {
 	switch {
 	case rel == "sdk/abi" || strings.HasPrefix(rel, "sdk/abi/"):
 		return "contract"
-	case rel == "wire" || strings.HasPrefix(rel, "wire/"):
+	case rel == "wire" || strings.HasPrefix(rel, "wire/") || rel == "docs":
 		return "wire"
 	case rel == "sdk" || strings.HasPrefix(rel, "sdk/") || strings.HasPrefix(rel, "plugins/"):
 		return "guest"

@@ -1,0 +1,3 @@
+package docs
+
+import _ "example.com/bad/runtime/sched"
