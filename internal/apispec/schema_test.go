@@ -24,6 +24,7 @@ var wireTypes = []any{
 	wire.ErrorResponse{}, wire.Error{}, wire.Version{}, wire.Status{}, wire.ResourceKey{},
 	wire.Scope{}, wire.BroadcastRequest{}, wire.Checkpoint{}, wire.BroadcastResult{}, wire.Message{},
 	wire.VChannelStatus{}, wire.Abandon{}, wire.BroadcastTask{}, wire.AckRequest{}, wire.AbandonRequest{},
+	wire.BroadcastLock{}, wire.BroadcastLockHolder{}, wire.BroadcastLockWaiter{},
 	wire.ChannelMessage{}, wire.ReadResult{}, wire.AppendRecord{}, wire.AppendRequest{}, wire.Position{}, wire.AppendResult{},
 	wire.RetentionRequest{}, wire.TopicRequest{}, wire.TopicChange{}, wire.Retention{}, wire.Topic{}, wire.Segment{},
 	wire.SegmentInfo{}, wire.QueueInfo{}, wire.TopicInfo{}, wire.QueueOffsets{}, wire.GroupOffset{},
