@@ -15,7 +15,25 @@ import (
 // a native Go function doing the same encode/decode/handler work.
 // The bench/ module has the cross-runtime comparison (Extism).
 func BenchmarkAck(b *testing.B) {
-	r := mustRuntime(b, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(b)}}, Defaults: Limits{PoolSize: 1}})
+	store := openStore(b)
+	r := mustRuntime(b, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(b)}}, Store: store, Defaults: Limits{PoolSize: 1}})
+	// A callback that writes one KV key, committed as the broadcast engine
+	// does: the cost of staging, quota accounting and the commit.
+	b.Run("wasm-kvput/commit", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := startCPU()
+		m := msg("Echo", "put a=1")
+		for b.Loop() {
+			res, err := r.Ack(bg, m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := commit(bg, store, res); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.report(b)
+	})
 	for _, size := range []int{256, 64 << 10} {
 		m := msg("Echo", "ok "+strings.Repeat("x", size-3))
 		name := map[int]string{256: "256B", 64 << 10: "64KiB"}[size]
