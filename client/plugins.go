@@ -57,13 +57,12 @@ func (c *Client) ScanPluginKV(ctx context.Context, plugin, prefix string, p Page
 	return &out, c.Do(ctx, "GET", p.Query(path), nil, &out)
 }
 
-// escapeKey escapes each path segment of a KV key (keys may contain '/').
+// escapeKey escapes a KV key as one path segment: every '/' becomes %2F
+// and every '.' %2E, so that keys such as "../x", "a//b" or ".." reach the
+// server intact instead of being read as path structure (dot segments are
+// removed and slashes collapsed by URL resolution and by routers).
 func escapeKey(k string) string {
-	parts := strings.Split(k, "/")
-	for i, s := range parts {
-		parts[i] = url.PathEscape(s)
-	}
-	return strings.Join(parts, "/")
+	return strings.ReplaceAll(url.PathEscape(k), ".", "%2E")
 }
 
 // KVFence names the lease lock whose fence a plugin KV write carries: the

@@ -73,7 +73,7 @@ func openBroadcast(ctx context.Context, h *Host) error {
 		}
 	}
 	h.broadcast = e
-	api.RegisterBroadcasts(h.API(), e)
+	api.RegisterBroadcasts(h.API(), e, h.messageRole)
 	ready := h.ReadyGate("broadcast recovery")
 	h.AddComponent("broadcast", func(ctx context.Context) error {
 		if err := e.Start(ctx); err != nil {
@@ -88,6 +88,24 @@ func openBroadcast(ctx context.Context, h *Host) error {
 	})
 	return nil
 }
+
+// messageRole is the role a token needs to broadcast msgType: fixed for
+// the built-in types (api.BuiltinMessageRoles), declared at registration
+// by a plugin's types, write for any other (an unknown type is then
+// refused by the engine).
+func (h *Host) messageRole(msgType string) api.Role {
+	if r, ok := builtinRoles[msgType]; ok {
+		return r
+	}
+	if h.plugins != nil {
+		if hs, ok := h.plugins.Lookup(msgType); ok && hs.Role == abi.RoleAdmin {
+			return api.RoleAdmin
+		}
+	}
+	return api.RoleWrite
+}
+
+var builtinRoles = api.BuiltinMessageRoles()
 
 // RegisterBroadcastType adds a built-in message type to the engine (call
 // it from an opener that runs before openBroadcast, e.g. the mapping's

@@ -10,16 +10,16 @@ import (
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/host/config"
+	"github.com/hostd-dev/hostd/internal/wasmtest"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
 // Fenced writes into a plugin's KV over HTTP (PUT/DELETE
 // /v1/plugins/{name}/kv/{key}): a current fence writes; a released,
 // force-released or expired grant's fence gets 409 not_holder and nothing
-// is written; a newer grant writes again. The KV need not belong to a
-// loaded plugin.
+// is written; a newer grant writes again.
 func TestPluginKVFencedWritesOverHTTP(t *testing.T) {
-	h := startHost(t, testConfig(t))
+	h := startHost(t, jobsConfig(t))
 	c, err := client.New(h.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestPluginKVFencedWritesOverHTTP(t *testing.T) {
 // An unfenced write overrides a plugin's state: admin only. A fenced one
 // needs write (like taking the lease); read may not write at all.
 func TestPluginKVWriteRoles(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := jobsConfig(t)
 	cfg.API.Tokens = []config.Token{
 		{Name: "r", Token: "read-secret-0123456789", Role: "read"},
 		{Name: "w", Token: "write-secret-0123456789", Role: "write"},
@@ -187,7 +187,7 @@ func TestPluginKVWriteRoles(t *testing.T) {
 // with not_holder and write nothing; a grant renewed in that window is
 // still current and the write commits.
 func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
-	h := startHost(t, testConfig(t))
+	h := startHost(t, jobsConfig(t))
 	ctx := context.Background()
 	key := abi.ResourceKey{Domain: "job", Key: "r0"}
 	acquire := func() *locks.Grant {
@@ -204,7 +204,7 @@ func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
 
 	g := acquire()
 	hits := 0
-	w := &pluginKVWriter{store: h.Catalog(), leases: h.leases, log: quietLogger(), beforeCommit: func() {
+	w := &pluginKVWriter{rt: h.plugins, leases: h.leases, log: quietLogger(), beforeCommit: func() {
 		if hits++; hits == 1 {
 			if _, err := h.leases.ForceRelease(ctx, key, g.ID, "evict in the window", "test"); err != nil {
 				t.Error(err)
@@ -233,5 +233,53 @@ func TestPluginKVFenceRecheckedAtCommit(t *testing.T) {
 	}
 	if v, _ := get(); v != "renewed" {
 		t.Fatalf("value %q after %d attempts", v, hits)
+	}
+}
+
+// jobsConfig is testConfig with a plugin named "jobs" (the echo test
+// plugin): KV writes through the API need a plugin that exists.
+func jobsConfig(t *testing.T) *config.Config {
+	cfg := testConfig(t)
+	cfg.Plugins.List = []config.Plugin{{Name: "jobs", Path: wasmtest.Build(t, "../runtime/wasm/testdata/echo")}}
+	return cfg
+}
+
+// With auth off (every caller is admin), a KV write for a plugin that
+// neither exists nor has KV is 404 and creates nothing, fenced or not
+// (issue 11: it used to create an orphan namespace). A configured plugin's
+// namespace takes writes, and they keep its usage record exact.
+func TestPluginKVWriteUnknownPluginIs404(t *testing.T) {
+	h := startHost(t, jobsConfig(t))
+	c, err := client.New(h.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := c.AcquireLock(ctx, client.AcquireLock{Keys: []client.LockKey{{Domain: "job", Key: "r0"}}, TTL: "1m", Owner: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, fence := range map[string]*client.KVFence{"unfenced": nil, "fenced": {Domain: "job", Key: "r0", Fence: g.Fence}} {
+		if _, err := c.PutPluginKV(ctx, "nosuch", "k", []byte("v"), fence); !client.IsNotFound(err) {
+			t.Fatalf("%s put into a plugin that does not exist: %v, want 404", name, err)
+		}
+		if err := c.DeletePluginKV(ctx, "nosuch", "k", fence); !client.IsNotFound(err) {
+			t.Fatalf("%s delete in a plugin that does not exist: %v, want 404", name, err)
+		}
+	}
+	if entries, _, err := h.plugins.KVScan(ctx, "nosuch", nil, nil, 10); err != nil || len(entries) != 0 {
+		t.Fatalf("orphan namespace: %v %v", entries, err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := c.PutPluginKV(ctx, "jobs", k, []byte("12345"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DeletePluginKV(ctx, "jobs", "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, size, err := h.plugins.KVUsage(ctx, "jobs")
+	if err != nil || keys != 1 || size != int64(len("pkv/jobs/b")+5) {
+		t.Fatalf("usage after API writes: %d keys, %d bytes, %v", keys, size, err)
 	}
 }

@@ -78,7 +78,7 @@ func openPlugins(ctx context.Context, h *Host) error {
 	}
 	h.plugins = rt
 	api.RegisterPlugins(h.API(), rt)
-	api.RegisterPluginKVWrites(h.API(), &pluginKVWriter{store: h.Catalog(), leases: h.leases,
+	api.RegisterPluginKVWrites(h.API(), &pluginKVWriter{rt: rt, leases: h.leases,
 		log: h.Logger().With("component", "plugins")})
 
 	stop := make(chan struct{})
@@ -218,11 +218,12 @@ func (e *pluginLockError) Unwrap() []error { return []error{e.sentinel, e.err} }
 // written) — or, should the record have changed while the grant stayed
 // current, writes again.
 //
-// The write bypasses the plugin's KV quota (an operator's or lease
-// holder's write is not the plugin's); the quota's usage scan counts it
-// at its next refresh.
+// The write is not held to the plugin's KV quota (an operator's or lease
+// holder's write is not the plugin's), but it keeps the plugin's usage
+// record exact (runtime/wasm KVWrite), so it may also conflict with a
+// plugin callback's commit: it is then retried the same way.
 type pluginKVWriter struct {
-	store  catalog.Store
+	rt     *wasm.Runtime
 	leases *locks.Service // nil: fenced writes are unavailable
 	log    *slog.Logger
 	// beforeCommit, if set, runs between the fence check and the commit
@@ -230,15 +231,14 @@ type pluginKVWriter struct {
 	beforeCommit func()
 }
 
-// kvWriteAttempts bounds the retries of a fenced write whose grant record
-// keeps changing while it stays current (renewals).
+// kvWriteAttempts bounds the retries of a write whose grant record or
+// usage record keeps changing (renewals, concurrent writers).
 const kvWriteAttempts = 5
 
 func (p *pluginKVWriter) KVWrite(ctx context.Context, w api.KVWrite) (catalog.Version, error) {
-	op := catalog.Op{Key: append(wasm.NamespacePrefix(w.Plugin), w.Key...), Value: w.Value, Delete: w.Delete}
 	var err error
 	for attempt := 0; attempt < kvWriteAttempts; attempt++ {
-		b := &catalog.Batch{Ops: []catalog.Op{op}}
+		var checks []catalog.Check
 		if w.Fence != nil {
 			if p.leases == nil {
 				return 0, api.Unavailable("lease locks are not enabled, so a write cannot be fenced")
@@ -253,20 +253,23 @@ func (p *pluginKVWriter) KVWrite(ctx context.Context, w api.KVWrite) (catalog.Ve
 			if err != nil {
 				return 0, err
 			}
-			b.Checks = []catalog.Check{chk}
+			checks = []catalog.Check{chk}
 		}
 		if p.beforeCommit != nil {
 			p.beforeCommit()
 		}
 		var ver catalog.Version
-		ver, err = p.store.Commit(ctx, b)
+		ver, err = p.rt.KVWrite(ctx, w.Plugin, w.Key, w.Value, w.Delete, checks...)
 		if err == nil {
 			p.logWrite(w)
 			return ver, nil
 		}
-		if w.Fence == nil || !errors.Is(err, catalog.ErrConflict) {
+		if !errors.Is(err, catalog.ErrConflict) {
 			return 0, err
 		}
+	}
+	if w.Fence == nil {
+		return 0, fmt.Errorf("plugin %s KV kept changing: %w", w.Plugin, err)
 	}
 	return 0, fmt.Errorf("the grant of fence %d kept changing: %w", w.Fence.Fence, err)
 }

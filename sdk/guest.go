@@ -86,8 +86,8 @@ func result(r int64) ([]byte, error) {
 	return nil, &HostError{Status: abi.Status(-r), Message: string(msg)}
 }
 
-func hostRegister(kind abi.Kind, name string, id int32) {
-	importRegister(int32(kind), strPtr(name), uint32(len(name)), id)
+func hostRegister(kind int32, name string, id int32) {
+	importRegister(kind, strPtr(name), uint32(len(name)), id)
 }
 
 func hostKVGet(key string) ([]byte, bool, error) {

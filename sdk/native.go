@@ -61,6 +61,8 @@ func current() Backend {
 type Registration struct {
 	Kind abi.Kind
 	Name string
+	// Role is the role declared with RequireRole (RoleDefault if none).
+	Role abi.Role
 }
 
 // Registrations lists the handlers registered so far, in registration
@@ -68,7 +70,7 @@ type Registration struct {
 func Registrations() []Registration {
 	out := make([]Registration, len(handlers))
 	for i, r := range handlers {
-		out[i] = Registration{r.kind, r.name}
+		out[i] = Registration{r.kind, r.name, r.role}
 	}
 	return out
 }
@@ -95,7 +97,7 @@ func Dispatch(kind abi.Kind, name string, in []byte) (code abi.Code, out []byte,
 	return 0, nil, "", fmt.Errorf("%w: %s %q", ErrNoHandler, kind, name)
 }
 
-func hostRegister(abi.Kind, string, int32) {}
+func hostRegister(int32, string, int32) {}
 
 func hostKVGet(key string) ([]byte, bool, error) {
 	if b := current(); b != nil {

@@ -13,13 +13,42 @@ type handlerFunc func(in []byte) ([]byte, error)
 type registration struct {
 	kind abi.Kind
 	name string
+	role abi.Role
 	fn   handlerFunc
 }
+
+// Option changes how a handler is registered (RequireRole).
+type Option func(*registration)
+
+// RequireRole declares the API role a client's token needs to broadcast
+// this handler's message type: RoleAdmin for a type as dangerous as
+// deleting a topic. Without it a type needs RoleWrite. When the handlers
+// of one type declare different roles, the strongest applies. Policies
+// take no role (a topic operation's own role applies).
+//
+//	sdk.OnAck("cluster.wipe", wipe, sdk.RequireRole(sdk.RoleAdmin))
+func RequireRole(r abi.Role) Option { return func(rg *registration) { rg.role = r } }
+
+// Roles a message type may require (RequireRole).
+const (
+	RoleWrite = abi.RoleWrite
+	RoleAdmin = abi.RoleAdmin
+)
 
 // handlers is indexed by handler id (the index). Written only from init.
 var handlers []registration
 
-func register(kind abi.Kind, name string, fn handlerFunc) {
+func register(kind abi.Kind, name string, fn handlerFunc, opts ...Option) {
+	rg := registration{kind: kind, name: name, fn: fn}
+	for _, o := range opts {
+		o(&rg)
+	}
+	if rg.role != abi.RoleDefault && (kind == abi.KindPolicy || abi.RegisterKind(kind, rg.role)>>16 != 0) {
+		panic(fmt.Sprintf("sdk: %s %q: a role applies to message types only, and must be RoleWrite or RoleAdmin", kind, name))
+	}
+	if _, _, ok := abi.SplitRegisterKind(abi.RegisterKind(kind, rg.role)); !ok {
+		panic(fmt.Sprintf("sdk: %s %q: role %d must be RoleWrite or RoleAdmin", kind, name, rg.role))
+	}
 	if name == "" {
 		panic(fmt.Sprintf("sdk: %s registered with an empty name", kind))
 	}
@@ -29,8 +58,8 @@ func register(kind abi.Kind, name string, fn handlerFunc) {
 		}
 	}
 	id := int32(len(handlers))
-	handlers = append(handlers, registration{kind, name, fn})
-	hostRegister(kind, name, id)
+	handlers = append(handlers, rg)
+	hostRegister(abi.RegisterKind(kind, rg.role), name, id)
 }
 
 // dispatch runs handler id on in. It turns the handler's error into a

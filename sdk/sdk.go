@@ -62,31 +62,32 @@ type (
 )
 
 // OnAck registers fn as the ack callback of msgType. Call it from init.
-// Registering the same kind and name twice panics.
-func OnAck(msgType string, fn AckFunc) {
+// Registering the same kind and name twice panics. RequireRole(RoleAdmin)
+// as an option makes broadcasting msgType an admin's privilege.
+func OnAck(msgType string, fn AckFunc, opts ...Option) {
 	register(abi.KindAck, msgType, func(in []byte) ([]byte, error) {
 		m, err := decodeMessage(in)
 		if err != nil {
 			return nil, err
 		}
 		return nil, fn(m)
-	})
+	}, opts...)
 }
 
 // OnValidate registers fn as the validator of msgType. Call it from init.
-func OnValidate(msgType string, fn ValidateFunc) {
+func OnValidate(msgType string, fn ValidateFunc, opts ...Option) {
 	register(abi.KindValidator, msgType, func(in []byte) ([]byte, error) {
 		m, err := decodeMessage(in)
 		if err != nil {
 			return nil, err
 		}
 		return nil, fn(m)
-	})
+	}, opts...)
 }
 
 // ResourceKeys registers fn as the resource-key function of msgType.
 // Call it from init.
-func ResourceKeys(msgType string, fn ResourceKeysFunc) {
+func ResourceKeys(msgType string, fn ResourceKeysFunc, opts ...Option) {
 	register(abi.KindResourceKeys, msgType, func(in []byte) ([]byte, error) {
 		m, err := decodeMessage(in)
 		if err != nil {
@@ -102,11 +103,11 @@ func ResourceKeys(msgType string, fn ResourceKeysFunc) {
 			}
 		}
 		return abi.AppendResourceKeys(nil, keys), nil
-	})
+	}, opts...)
 }
 
 // Policy registers fn as the mapping policy called name. Call it from init.
-func Policy(name string, fn PolicyFunc) {
+func Policy(name string, fn PolicyFunc, opts ...Option) {
 	register(abi.KindPolicy, name, func(in []byte) ([]byte, error) {
 		pin, err := abi.DecodePolicyInput(in)
 		if err != nil {
@@ -117,7 +118,7 @@ func Policy(name string, fn PolicyFunc) {
 			return nil, err
 		}
 		return abi.AppendPolicyOutput(nil, &out), nil
-	})
+	}, opts...)
 }
 
 func decodeMessage(in []byte) (Message, error) {

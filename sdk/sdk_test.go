@@ -86,7 +86,7 @@ func TestNativeDispatch(t *testing.T) {
 	if _, _, _, err := Dispatch(abi.KindValidator, "T", in); !errors.Is(err, ErrNoHandler) {
 		t.Fatalf("missing validator: %v", err)
 	}
-	if got := Registrations(); len(got) != 3 || got[0] != (Registration{abi.KindAck, "T"}) {
+	if got := Registrations(); len(got) != 3 || got[0] != (Registration{Kind: abi.KindAck, Name: "T"}) {
 		t.Fatalf("registrations = %v", got)
 	}
 	if v, ok := Config("k"); !ok || v != "v-k" || !Now().Equal(time.Unix(100, 0)) {
@@ -144,4 +144,44 @@ func FuzzDispatch(f *testing.F) {
 		}
 		_ = code
 	})
+}
+
+// RequireRole travels in register's kind argument (bits 8..15), and only
+// valid roles on message types are accepted.
+func TestRequireRole(t *testing.T) {
+	for _, c := range []struct {
+		kind abi.Kind
+		role abi.Role
+	}{{abi.KindAck, abi.RoleAdmin}, {abi.KindValidator, abi.RoleWrite}, {abi.KindResourceKeys, abi.RoleDefault}} {
+		v := abi.RegisterKind(c.kind, c.role)
+		if k, r, ok := abi.SplitRegisterKind(v); !ok || k != c.kind || r != c.role {
+			t.Fatalf("%v %v: %#x splits into %v %v %v", c.kind, c.role, v, k, r, ok)
+		}
+	}
+	if v := abi.RegisterKind(abi.KindAck, abi.RoleDefault); v != int32(abi.KindAck) {
+		t.Fatalf("the default role changes the kind argument: %#x (old plugins pass the bare kind)", v)
+	}
+	for _, bad := range []int32{1 | 1<<8, 1 | 4<<8, 1 | 1<<16, -1} {
+		if _, _, ok := abi.SplitRegisterKind(bad); ok {
+			t.Fatalf("%#x accepted", bad)
+		}
+	}
+	OnAck("admin.only", func(Message) error { return nil }, RequireRole(RoleAdmin))
+	regs := Registrations()
+	if last := regs[len(regs)-1]; last.Name != "admin.only" || last.Role != abi.RoleAdmin {
+		t.Fatalf("registration %+v", last)
+	}
+	mustPanic := func(what string, f func()) {
+		t.Helper()
+		defer func() {
+			if recover() == nil {
+				t.Fatalf("%s did not panic", what)
+			}
+		}()
+		f()
+	}
+	mustPanic("a role on a policy", func() {
+		Policy("pol.role", func(PolicyInput) (PolicyOutput, error) { return PolicyOutput{}, nil }, RequireRole(RoleAdmin))
+	})
+	mustPanic("role read", func() { OnAck("read.role", func(Message) error { return nil }, RequireRole(1)) })
 }

@@ -28,6 +28,9 @@ type Plugin struct {
 type PluginRegistration struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
+	// Role is, for message types, the role a token needs to broadcast
+	// the type ("write" or "admin"); empty for policies.
+	Role string `json:"role,omitempty"`
 }
 
 // PluginLoadError is one plugin file that failed to load on a reload.

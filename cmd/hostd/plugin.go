@@ -62,6 +62,9 @@ func printPlugins(g *globals, v any, ps []client.Plugin) error {
 		regs := make([]string, len(p.Registrations))
 		for i, r := range p.Registrations {
 			regs[i] = r.Kind + ":" + r.Name
+			if r.Role == "admin" {
+				regs[i] += "(admin)" // broadcasting the type needs an admin token
+			}
 		}
 		sum := p.SHA256
 		if len(sum) > 12 {
@@ -83,7 +86,9 @@ func printPlugins(g *globals, v any, ps []client.Plugin) error {
 		rows = append(rows, []string{p.Name, sum, abiStr(p.ABI), strings.Join(regs, ","),
 			fmt.Sprintf("%d/%d", p.Live, p.PoolSize), strconv.FormatUint(p.Calls, 10), strconv.FormatUint(p.Failures, 10), interrupt, status})
 	}
-	return g.print(v, []string{"NAME", "SHA256", "ABI", "REGISTRATIONS", "POOL", "CALLS", "FAILURES", "INTERRUPT", "STATUS"}, rows)
+	// Calls and failures are counted in memory per loaded version: they
+	// start at 0 when hostd starts and when a reload loads a new file.
+	return g.print(v, []string{"NAME", "SHA256", "ABI", "REGISTRATIONS", "POOL", "CALLS SINCE LOAD", "FAILURES SINCE LOAD", "INTERRUPT", "STATUS"}, rows)
 }
 
 func abiStr(v int) string {

@@ -93,8 +93,27 @@ func TestPluginOperatorCLI(t *testing.T) {
 // daemon: a current fence writes; after the lease is released the same
 // fence is refused with not_holder (exit 1) and nothing changes; a write
 // without a fence is an operator's override; flag mistakes exit 2.
+//
+// Keys are one path segment on the wire: keys a plugin may make, such as
+// "../x", "a//b", "..", "%2F", are written, read and deleted intact (they
+// used to get "no route"). KV writes need a plugin that exists: "jobs" is
+// the echo test plugin.
 func TestPluginKVWriteCLI(t *testing.T) {
 	dir := t.TempDir()
+	pdir := filepath.Join(dir, "data", "plugins")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(wasmtest.Build(t, "../../runtime/wasm/testdata/echo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pdir, "jobs.wasm"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(wasmtest.CacheDir(), filepath.Join(dir, "data", "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
 	d := startDaemon(t, dir, "--listen", "127.0.0.1:0", "--data-dir", "data")
 	addr := []string{"--addr", d.addr}
 	cli := func(args ...string) (string, string, int) {
@@ -145,6 +164,26 @@ func TestPluginKVWriteCLI(t *testing.T) {
 	}
 	if _, errOut, code := cli("plugin", "kv", "get", "jobs", "owner/r0"); code != 1 || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("get after delete: %d %s", code, errOut)
+	}
+
+	// Keys that look like path structure.
+	for _, k := range []string{"../x", "a//b", "..", "%2F", ".", "a/../b", "x y?#"} {
+		if _, errOut, code := cli("plugin", "kv", "put", "jobs", k, "v:"+k); code != 0 {
+			t.Fatalf("put %q: %d %s", k, code, errOut)
+		}
+		if out, errOut, code := cli("plugin", "kv", "get", "jobs", k); code != 0 || strings.TrimSpace(out) != "v:"+k {
+			t.Fatalf("get %q: %d %q %s", k, code, out, errOut)
+		}
+		if _, errOut, code := cli("plugin", "kv", "delete", "jobs", k); code != 0 {
+			t.Fatalf("delete %q: %d %s", k, code, errOut)
+		}
+		if _, errOut, code := cli("plugin", "kv", "get", "jobs", k); code != 1 || !strings.Contains(errOut, "not_found") {
+			t.Fatalf("get %q after delete: %d %s", k, code, errOut)
+		}
+	}
+	// A plugin that does not exist: 404, nothing written.
+	if _, errOut, code := cli("plugin", "kv", "put", "nosuch", "k", "v"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("put into a plugin that does not exist: %d %s", code, errOut)
 	}
 
 	for _, args := range [][]string{

@@ -92,6 +92,22 @@ func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
 	return out
 }
 
+// MessageRoles returns the role a token needs to broadcast msgType
+// (BuiltinMessageRoles for hostd's own types; a plugin's types declare
+// theirs at registration; RoleWrite for the rest).
+type MessageRoles func(msgType string) Role
+
+// BuiltinMessageRoles are the roles of hostd's built-in message types:
+// each topic.* type needs what its topic route needs (TopicRoutes), noop
+// needs write.
+func BuiltinMessageRoles() map[string]Role {
+	m := map[string]Role{broadcast.NoopType: RoleWrite}
+	for kind, role := range topicRoles {
+		m["topic."+kind] = role
+	}
+	return m
+}
+
 // RegisterBroadcasts adds the broadcast routes:
 //
 //	POST /v1/broadcasts                  write  submit (wait=done|appended|persisted, timeout)
@@ -101,7 +117,13 @@ func taskJSON(in *broadcast.TaskInfo) BroadcastTask {
 //	POST /v1/broadcasts/{id}/abandon     admin  PENDING → FAILED (who/why recorded)
 //	POST /v1/broadcasts/{id}/retry       admin  FAILED → PENDING
 //	GET  /v1/broadcast-locks             read   resource keys held/awaited by broadcasts (domain, key)
-func RegisterBroadcasts(s *Server, svc BroadcastService) {
+//
+// Every message type needs a role to be broadcast (roles; nil: RoleWrite
+// for every type): POST /v1/broadcasts answers 403 permission_denied with
+// details.type, role and required_role when the token's role is weaker,
+// so a broadcast can never do what the matching route forbids (a write
+// token cannot delete a topic through a topic.delete broadcast).
+func RegisterBroadcasts(s *Server, svc BroadcastService, roles MessageRoles) {
 	s.Handle("GET /v1/broadcast-locks", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 		q := r.URL.Query()
 		f := broadcast.LockFilter{Domain: q.Get("domain"), Key: q.Get("key")}
@@ -119,6 +141,13 @@ func RegisterBroadcasts(s *Server, svc BroadcastService) {
 		var body BroadcastRequest
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
+		}
+		if roles != nil && body.Type != "" {
+			p, _ := PrincipalFrom(r.Context())
+			if need := roles(body.Type); p.Role < need {
+				return PermissionDenied("token %q has role %s; broadcasting a %q message needs %s", p.Name, p.Role, body.Type, need).
+					With("type", body.Type).With("role", p.Role.String()).With("required_role", need.String())
+			}
 		}
 		req, err := broadcastRequest(&body)
 		if err != nil {

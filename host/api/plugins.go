@@ -104,7 +104,7 @@ func pluginsJSON(in []wasm.Info) []wire.Plugin {
 			Interrupt: p.Interrupt, InterruptReason: p.InterruptReason, Error: p.Error}
 		out[i].Registrations = make([]wire.PluginRegistration, len(p.Registrations)) // [] rather than null
 		for j, r := range p.Registrations {
-			out[i].Registrations[j] = wire.PluginRegistration{Kind: r.Kind, Name: r.Name}
+			out[i].Registrations[j] = wire.PluginRegistration{Kind: r.Kind, Name: r.Name, Role: r.Role}
 		}
 	}
 	return out
@@ -288,6 +288,8 @@ func pluginError(err error) *Error {
 	switch {
 	case errors.Is(err, wasm.ErrInUse):
 		return Errorf(http.StatusPreconditionFailed, CodePluginInUse, "%s", err.Error()).Wrap(err)
+	case errors.Is(err, wasm.ErrUnknownPlugin):
+		return NotFound("%s", err.Error()).Wrap(err)
 	case errors.Is(err, wasm.ErrNotFound):
 		return InvalidField("name", "%s", err.Error()).Wrap(err)
 	case errors.Is(err, wasm.ErrClosed):

@@ -118,6 +118,16 @@ func translationJSON(t *mapping.Translation) wire.Translation {
 		SegmentIndex: t.SegmentIndex, Segment: segmentInfoJSON(&t.Segment), Retained: t.Retained, Min: t.Min, Max: t.Max}
 }
 
+// topicRoles are the roles of the topic changes, by mapping change kind:
+// the routes below and the topic.<kind> broadcast types use the same
+// table (BuiltinMessageRoles), so a broadcast cannot bypass a route's role.
+var topicRoles = map[string]Role{
+	mapping.KindCreate: RoleWrite,
+	mapping.KindGrow:   RoleWrite,
+	mapping.KindRemap:  RoleWrite,
+	mapping.KindDelete: RoleAdmin,
+}
+
 // RegisterTopics adds the static-topic routes:
 //
 //	POST   /v1/topics                  write  create (as a topic.create broadcast)
@@ -155,7 +165,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		}
 		return WriteJSON(w, status, topicChangeJSON(res))
 	}
-	s.Handle("POST /v1/topics", RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+	s.Handle("POST /v1/topics", topicRoles[mapping.KindCreate], func(w http.ResponseWriter, r *http.Request) error {
 		var body TopicRequest
 		if err := DecodeJSON(r, &body); err != nil {
 			return err
@@ -166,7 +176,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 		return change(w, r, mapping.KindCreate, body.Topic, &body)
 	})
 	for _, kind := range []string{mapping.KindGrow, mapping.KindRemap} {
-		s.Handle("POST /v1/topics/{topic}/"+kind, RoleWrite, func(w http.ResponseWriter, r *http.Request) error {
+		s.Handle("POST /v1/topics/{topic}/"+kind, topicRoles[kind], func(w http.ResponseWriter, r *http.Request) error {
 			var body TopicRequest
 			if err := DecodeJSON(r, &body); err != nil {
 				return err
@@ -177,7 +187,7 @@ func RegisterTopics(s *Server, svc TopicService) {
 			return change(w, r, kind, r.PathValue("topic"), &body)
 		})
 	}
-	s.Handle("DELETE /v1/topics/{topic}", RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
+	s.Handle("DELETE /v1/topics/{topic}", topicRoles[mapping.KindDelete], func(w http.ResponseWriter, r *http.Request) error {
 		return change(w, r, mapping.KindDelete, r.PathValue("topic"), &TopicRequest{DryRun: r.URL.Query().Get("dry_run") == "true"})
 	})
 	s.Handle("GET /v1/topics", RoleRead, func(w http.ResponseWriter, r *http.Request) error {

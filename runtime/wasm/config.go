@@ -159,9 +159,6 @@ type Config struct {
 	Logger         *slog.Logger
 	TracerProvider trace.TracerProvider
 	MeterProvider  metric.MeterProvider
-	// QuotaRefresh is how stale the KV usage a quota check compares
-	// against may be. Default 1s.
-	QuotaRefresh time.Duration
 	// BackoffInitial / BackoffMax bound the backoff between attempts to
 	// start an instance of a plugin that keeps failing to start.
 	// Defaults 100ms / 30s.
@@ -197,8 +194,8 @@ func (c *Config) Validate() error {
 		}
 		s.Limits.validate(path, &errs)
 	}
-	if c.QuotaRefresh < 0 || c.BackoffInitial < 0 || c.BackoffMax < 0 {
-		errs = append(errs, errors.New("plugins: quota_refresh and backoff durations must be >= 0"))
+	if c.BackoffInitial < 0 || c.BackoffMax < 0 {
+		errs = append(errs, errors.New("plugins: backoff durations must be >= 0"))
 	}
 	if c.BackoffInitial > 0 && c.BackoffMax > 0 && c.BackoffMax < c.BackoffInitial {
 		errs = append(errs, fmt.Errorf("plugins: backoff max %s is below backoff initial %s", c.BackoffMax, c.BackoffInitial))
@@ -213,9 +210,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
-	}
-	if c.QuotaRefresh == 0 {
-		c.QuotaRefresh = time.Second
 	}
 	if c.BackoffInitial == 0 {
 		c.BackoffInitial = 100 * time.Millisecond

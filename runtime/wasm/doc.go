@@ -39,9 +39,15 @@
 // caller commits all three in one catalog.Batch with its own state change
 // (the task's TOMBSTONE), so a callback's KV effects happen exactly once;
 // catalog.ErrConflict means something it read changed: run it again.
-// Quotas (keys, bytes) are checked when a write is staged against the
-// committed usage (refreshed at most every Config.QuotaRefresh) plus the
-// call's own staged writes.
+// Quotas (keys, bytes) are enforced by the commit: each namespace has a
+// usage record ("pkv/<plugin>", exact key count and bytes) that a session
+// reads before its first write; a write that would exceed a limit is
+// refused at once (status quota), and a session whose writes change the
+// usage carries the record's new value in Ops, checked at the version it
+// read, so concurrent callbacks cannot together overshoot: the losers
+// conflict and re-run against the new usage (kv.go). Sessions that write
+// nothing, or only rewrite values at the same size, never touch it.
+// Operators' writes (KVWrite) keep the record exact too.
 //
 // # Lease locks and fences
 //

@@ -84,6 +84,10 @@ var (
 	ErrClosed = errors.New("wasm: runtime closed")
 	// ErrNotFound: no plugin by that name (operator KV reads and List).
 	ErrNotFound = errors.New("wasm: plugin not found")
+	// ErrUnknownPlugin: an operator's KV write names a plugin that is
+	// neither loaded nor configured and has no KV (it would create an
+	// orphan namespace).
+	ErrUnknownPlugin = errors.New("wasm: no such plugin")
 	// ErrInUse: a reload would remove a message type that pending work
 	// still needs.
 	ErrInUse = errors.New("wasm: message type still in use")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -29,7 +30,7 @@ type callState struct {
 	output   []byte
 	hasError bool
 	errMsg   string
-	outErr   string // set_output misuse (too large)
+	outErr   string // host-call misuse (out-of-bounds pointer, output too large): fails the call as bad_output
 
 	logged   int // bytes logged by this call (log + stdio)
 	dropped  int
@@ -52,6 +53,16 @@ func (cs *callState) begin(kind abi.Kind, kv *kvSession, span trace.Span) {
 	cs.output = cs.output[:0]
 	cs.hasError, cs.errMsg, cs.outErr = false, "", ""
 	cs.logged, cs.dropped = 0, 0
+}
+
+// fault records the first misuse of a host call by the guest (a pointer
+// or length outside its memory, an output over the limit): the call then
+// fails as bad_output whatever the handler returns, so a guest bug is seen
+// rather than silently ignored.
+func (cs *callState) fault(format string, args ...any) {
+	if cs.outErr == "" {
+		cs.outErr = fmt.Sprintf(format, args...)
+	}
 }
 
 // fail sets a failed host-call result: status and pending message.
@@ -128,7 +139,7 @@ func hostModule(r wazero.Runtime) wazero.HostModuleBuilder {
 
 func hostRegister(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := stateOf(ctx)
-	kind := abi.Kind(api.DecodeI32(stack[0]))
+	kind, role, okKind := abi.SplitRegisterKind(api.DecodeI32(stack[0]))
 	var name []byte
 	okName := api.DecodeU32(stack[2]) <= 256
 	if okName {
@@ -143,8 +154,10 @@ func hostRegister(ctx context.Context, mod api.Module, stack []uint64) {
 	switch {
 	case !okName:
 		cs.regError = "register: name out of bounds or longer than 256 bytes"
-	case !kind.Valid():
-		cs.regError = fmt.Sprintf("register: unknown handler kind %d for %q", kind, name)
+	case !kind.Valid() || !okKind:
+		cs.regError = fmt.Sprintf("register: unknown handler kind %#x for %q (kind 1..4 in bits 0..7; role 0, 2 = write or 3 = admin in bits 8..15)", api.DecodeI32(stack[0]), name)
+	case kind == abi.KindPolicy && role != abi.RoleDefault:
+		cs.regError = fmt.Sprintf("register: policy %q declares a role; roles apply to message types only", name)
 	case len(name) == 0 || len(name) > 256:
 		cs.regError = "register: name must be 1..256 bytes"
 	default:
@@ -153,7 +166,7 @@ func hostRegister(ctx context.Context, mod api.Module, stack []uint64) {
 				cs.regError = fmt.Sprintf("register: %s %q registered twice", kind, name)
 			}
 		}
-		cs.regs = append(cs.regs, registration{Kind: kind, Name: string(name), id: id})
+		cs.regs = append(cs.regs, registration{Kind: kind, Name: string(name), Role: role, id: id})
 		return
 	}
 	stack[0] = api.EncodeI32(-int32(abi.StatusInvalid))
@@ -164,16 +177,32 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if cs == nil {
 		return
 	}
-	// Read (without copying) at most what the call may still log.
-	n := min(api.DecodeU32(stack[2]), uint32(max(cs.v.limits.MaxLogBytes-cs.logged, 0)))
-	if n < api.DecodeU32(stack[2]) {
-		cs.dropped += int(api.DecodeU32(stack[2]) - n)
-	}
-	msg, ok := mod.Memory().Read(api.DecodeU32(stack[1]), n)
-	if !ok || n == 0 {
+	ptr, length := api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	if !inBounds(mod, ptr, length) {
+		cs.fault("log: message (%d bytes at %d) out of bounds", length, ptr)
 		return
 	}
-	cs.log(ctx, slog.Level(api.DecodeI32(stack[0])), "", msg)
+	// Read (without copying) at most what the call may still log.
+	n := min(length, uint32(max(cs.v.limits.MaxLogBytes-cs.logged, 0)))
+	if n < length {
+		cs.dropped += int(length - n)
+	}
+	msg, _ := mod.Memory().Read(ptr, n)
+	if n == 0 {
+		return
+	}
+	cs.log(ctx, guestLevel(api.DecodeI32(stack[0])), "", msg)
+}
+
+// guestLevel clamps a guest's log level to slog's debug..error: a guest
+// cannot log above error or invent levels (ERROR+992).
+func guestLevel(l int32) slog.Level {
+	return slog.Level(min(max(l, int32(slog.LevelDebug)), int32(slog.LevelError)))
+}
+
+// inBounds reports whether n bytes at ptr lie inside the guest's memory.
+func inBounds(mod api.Module, ptr, n uint32) bool {
+	return uint64(ptr)+uint64(n) <= uint64(mod.Memory().Size())
 }
 
 // log writes guest output to the host log within the call's budget.
@@ -188,11 +217,55 @@ func (cs *callState) log(ctx context.Context, level slog.Level, stream string, m
 		msg = msg[:room]
 	}
 	cs.logged += len(msg)
+	if !cs.v.rt.logLimit(cs.v.name) {
+		return
+	}
 	attrs := []any{"plugin", cs.v.name}
 	if stream != "" {
 		attrs = append(attrs, "stream", stream)
 	}
 	cs.v.rt.logger.Log(ctx, level, strings.TrimRight(string(msg), "\n"), attrs...)
+}
+
+// Per-plugin log rate limit: within any logWindow a plugin's log lines
+// (log calls, stdout/stderr lines, failed-call warnings) beyond logBurst
+// are dropped and counted; the first line of a later window is preceded by
+// one warning with the count. An out-of-memory guest dumps ~130 lines per
+// call, a flood of failing calls one warning each: neither can drown the
+// daemon's log. (MaxLogBytes bounds one call; this bounds a plugin.)
+const (
+	logWindow = 10 * time.Second
+	logBurst  = 50
+)
+
+type logLimiter struct {
+	mu         sync.Mutex
+	start      time.Time
+	n          int
+	suppressed int
+}
+
+// logLimit reports whether plugin may log one more line now.
+func (r *Runtime) logLimit(plugin string) bool {
+	li, _ := r.logLimits.LoadOrStore(plugin, &logLimiter{})
+	l := li.(*logLimiter)
+	now := r.cfg.Clock.Now()
+	l.mu.Lock()
+	if now.Sub(l.start) >= logWindow || now.Before(l.start) {
+		if l.suppressed > 0 {
+			r.logger.Warn("plugin log lines suppressed", "plugin", plugin, "suppressed", l.suppressed,
+				"limit", fmt.Sprintf("%d lines per %s", logBurst, logWindow))
+		}
+		l.start, l.n, l.suppressed = now, 0, 0
+	}
+	ok := l.n < logBurst
+	if ok {
+		l.n++
+	} else {
+		l.suppressed++
+	}
+	l.mu.Unlock()
+	return ok
 }
 
 func hostTake(ctx context.Context, mod api.Module, stack []uint64) {
@@ -205,6 +278,7 @@ func hostTake(ctx context.Context, mod api.Module, stack []uint64) {
 	n := uint32(len(cs.pending))
 	w := min(n, capacity)
 	if w > 0 && !mod.Memory().Write(ptr, cs.pending[:w]) {
+		cs.fault("take: buffer (%d bytes at %d) out of bounds", w, ptr)
 		n = 0
 	}
 	cs.pending = cs.pending[:0]
@@ -223,7 +297,7 @@ func hostSetOutput(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	b, ok := mod.Memory().Read(ptr, n)
 	if !ok {
-		cs.outErr = "set_output: out of bounds"
+		cs.fault("set_output: output (%d bytes at %d) out of bounds", n, ptr)
 		return
 	}
 	cs.output = append(cs.output[:0], b...)
@@ -235,11 +309,11 @@ func hostSetError(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
-	n = min(n, abi.MaxErrorLen)
-	b, ok := mod.Memory().Read(ptr, n)
-	if !ok {
-		b = []byte("set_error: out of bounds")
+	if !inBounds(mod, ptr, n) {
+		cs.fault("set_error: message (%d bytes at %d) out of bounds", n, ptr)
+		return
 	}
+	b, _ := mod.Memory().Read(ptr, min(n, abi.MaxErrorLen))
 	cs.hasError, cs.errMsg = true, string(b)
 }
 
@@ -381,9 +455,15 @@ func hostConfigGet(ctx context.Context, mod api.Module, stack []uint64) {
 	stack[0] = cs.ok([]byte(v))
 }
 
-func decodeAttrs(mod api.Module, ptr, n uint32) []attribute.KeyValue {
+// decodeAttrs reads an Attrs envelope; out of bounds is a fault of the
+// call (malformed attrs are ignored, as documented).
+func decodeAttrs(cs *callState, fn string, mod api.Module, ptr, n uint32) []attribute.KeyValue {
 	b, ok := mod.Memory().Read(ptr, n)
-	if !ok || n == 0 {
+	if !ok {
+		cs.fault("%s: attrs (%d bytes at %d) out of bounds", fn, n, ptr)
+		return nil
+	}
+	if n == 0 {
 		return nil
 	}
 	attrs, err := abi.DecodeAttrs(b)
@@ -399,22 +479,29 @@ func decodeAttrs(mod api.Module, ptr, n uint32) []attribute.KeyValue {
 
 func hostSpanEvent(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := stateOf(ctx)
-	if cs == nil || cs.span == nil {
+	if cs == nil {
 		return
 	}
 	name, ok := mod.Memory().Read(api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 	if !ok {
+		cs.fault("span_event: name (%d bytes at %d) out of bounds", api.DecodeU32(stack[1]), api.DecodeU32(stack[0]))
 		return
 	}
-	cs.span.AddEvent(string(name), trace.WithAttributes(decodeAttrs(mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))...))
+	attrs := decodeAttrs(cs, "span_event", mod, api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+	if cs.span != nil {
+		cs.span.AddEvent(string(name), trace.WithAttributes(attrs...))
+	}
 }
 
 func hostSpanAttrs(ctx context.Context, mod api.Module, stack []uint64) {
 	cs := stateOf(ctx)
-	if cs == nil || cs.span == nil {
+	if cs == nil {
 		return
 	}
-	cs.span.SetAttributes(decodeAttrs(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))...)
+	attrs := decodeAttrs(cs, "span_attrs", mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+	if cs.span != nil {
+		cs.span.SetAttributes(attrs...)
+	}
 }
 
 func hostNow(ctx context.Context, mod api.Module, stack []uint64) {

@@ -3,11 +3,11 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
-	"sync"
-	"time"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/sdk/abi"
@@ -63,23 +63,35 @@ type staged struct {
 	deleted bool
 }
 
+// keyState is the committed state of a key as a session learned it: its
+// value's size (-1 = absent) and version (0 = absent).
+type keyState struct {
+	size int
+	ver  catalog.Version
+}
+
 type kvSession struct {
 	store    catalog.Store
 	snap     catalog.Reader // read-only sessions may read from the caller's snapshot
 	ns       []byte
 	writable bool
-	usage    *usage
 	limits   *Limits
 
-	checks  map[string]catalog.Version // first version read per full key
-	order   []string                   // check keys in read order
-	ranges  []catalog.RangeCheck
-	writes  map[string]staged // full key -> staged write
-	worder  []string
-	dKeys   int64           // staged change in key count
-	dBytes  int64           // staged change in key+value bytes
-	baseLen map[string]int  // full key -> committed value length (-1 absent)
-	fences  []catalog.Check // fence checks of fenced puts (kv_put_fenced)
+	checks map[string]catalog.Version // first version read per full key (guest reads)
+	order  []string                   // check keys in read order
+	ranges []catalog.RangeCheck
+	writes map[string]staged // full key -> staged write
+	worder []string
+	known  map[string]keyState // committed state of every key read or written
+	fences []catalog.Check     // fence checks of fenced puts (kv_put_fenced)
+
+	// The namespace's usage record as read before the first write (see
+	// usage below), and the staged change to it.
+	usageRead     bool
+	usageVer      catalog.Version
+	baseKeys      int64
+	baseBytes     int64
+	dKeys, dBytes int64
 }
 
 // addFence records the fence check of a fenced put (once per check).
@@ -92,8 +104,8 @@ func (s *kvSession) addFence(c catalog.Check) {
 	s.fences = append(s.fences, c)
 }
 
-func newSession(store catalog.Store, snap catalog.Reader, ns []byte, writable bool, u *usage, l *Limits) *kvSession {
-	return &kvSession{store: store, snap: snap, ns: ns, writable: writable, usage: u, limits: l}
+func newSession(store catalog.Store, snap catalog.Reader, ns []byte, writable bool, l *Limits) *kvSession {
+	return &kvSession{store: store, snap: snap, ns: ns, writable: writable, limits: l}
 }
 
 func (s *kvSession) view(ctx context.Context, fn func(catalog.Reader) error) error {
@@ -109,6 +121,20 @@ func (s *kvSession) view(ctx context.Context, fn func(catalog.Reader) error) err
 func (s *kvSession) full(key []byte) []byte {
 	k := make([]byte, 0, len(s.ns)+len(key))
 	return append(append(k, s.ns...), key...)
+}
+
+func (s *kvSession) learn(fk string, val []byte, ver catalog.Version) {
+	if s.known == nil {
+		s.known = map[string]keyState{}
+	}
+	if _, ok := s.known[fk]; ok {
+		return
+	}
+	st := keyState{size: -1}
+	if ver != 0 {
+		st = keyState{size: len(val), ver: ver}
+	}
+	s.known[fk] = st
 }
 
 // base reads key from the catalog, recording the read.
@@ -128,17 +154,13 @@ func (s *kvSession) base(ctx context.Context, fk []byte) ([]byte, bool, error) {
 	}
 	if s.writable {
 		if s.checks == nil {
-			s.checks, s.baseLen = map[string]catalog.Version{}, map[string]int{}
+			s.checks = map[string]catalog.Version{}
 		}
 		if _, seen := s.checks[string(fk)]; !seen {
 			s.checks[string(fk)] = ver
 			s.order = append(s.order, string(fk))
-			if ver == 0 {
-				s.baseLen[string(fk)] = -1
-			} else {
-				s.baseLen[string(fk)] = len(val)
-			}
 		}
+		s.learn(string(fk), val, ver)
 	}
 	return val, ver != 0, nil
 }
@@ -159,24 +181,16 @@ func (s *kvSession) put(ctx context.Context, key, value []byte, del bool) error 
 		return errUnavailable
 	}
 	fk := s.full(key)
+	if err := s.prepare(ctx, fk); err != nil {
+		return err
+	}
 	after := -1
 	if !del {
 		after = len(value)
 	}
-	// A put does not read the catalog: a write that was not read is not a
-	// checked read, and the quota is first checked assuming every key whose
-	// committed size is unknown was absent (an upper bound on the usage).
-	// Only when that bound exceeds a limit are the unknown sizes read, and
-	// the write is then checked exactly.
 	dk, db := s.delta(fk, after)
-	if s.overQuota(ctx, dk, db) != nil {
-		if err := s.resolve(ctx, fk); err != nil {
-			return err
-		}
-		dk, db = s.delta(fk, after)
-		if err := s.overQuota(ctx, dk, db); err != nil {
-			return err
-		}
+	if err := s.overQuota(dk, db); err != nil {
+		return err
 	}
 	s.dKeys += dk
 	s.dBytes += db
@@ -188,6 +202,36 @@ func (s *kvSession) put(ctx context.Context, key, value []byte, del bool) error 
 	}
 	s.writes[string(fk)] = staged{value: append([]byte(nil), value...), deleted: del}
 	return nil
+}
+
+// prepare reads, in one snapshot, what a write of fk needs to be counted
+// exactly: the namespace's usage record (first write of the session only,
+// so it is always read before any committed size the session relies on)
+// and the committed size of fk (unless already known). The size read is
+// not a guest read and adds no check of its own (see result).
+func (s *kvSession) prepare(ctx context.Context, fk []byte) error {
+	_, known := s.known[string(fk)]
+	if s.usageRead && known {
+		return nil
+	}
+	return s.view(ctx, func(r catalog.Reader) error {
+		if !s.usageRead {
+			u, err := readUsage(r, s.ns)
+			if err != nil {
+				return err
+			}
+			s.usageRead, s.usageVer, s.baseKeys, s.baseBytes = true, u.ver, u.keys, u.bytes
+		}
+		if known {
+			return nil
+		}
+		v, ver, err := r.Get(fk)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
+		s.learn(string(fk), v, ver)
+		return nil
+	})
 }
 
 // sizeDelta is the change in key count and key+value bytes when full key
@@ -205,61 +249,30 @@ func sizeDelta(fk string, before, after int) (int64, int64) {
 }
 
 // delta is the usage change of writing fk (after = -1: delete) from the
-// session's current view of it: the staged value, else the committed size
-// if known, else assumed absent.
+// session's current view of it: the staged value, else the committed size.
 func (s *kvSession) delta(fk []byte, after int) (int64, int64) {
-	before := -1
+	before := s.known[string(fk)].size
 	if w, ok := s.writes[string(fk)]; ok {
+		before = -1
 		if !w.deleted {
 			before = len(w.value)
 		}
-	} else if n, ok := s.baseLen[string(fk)]; ok {
-		before = n
 	}
 	return sizeDelta(string(fk), before, after)
 }
 
-// overQuota reports (errQuota) whether the committed usage plus the staged
-// delta plus (dk, db) exceeds a limit. A write that does not grow usage
-// always fits.
-func (s *kvSession) overQuota(ctx context.Context, dk, db int64) error {
+// overQuota reports (errQuota) whether the usage read by the session plus
+// the staged delta plus (dk, db) exceeds a limit. A write that does not
+// grow usage always fits.
+func (s *kvSession) overQuota(dk, db int64) error {
 	if dk <= 0 && db <= 0 {
 		return nil
 	}
-	keys, bytes, err := s.usage.get(ctx, s.store, s.ns)
-	if err != nil {
-		return err
-	}
-	if nk := keys + s.dKeys + dk; nk > s.limits.KVMaxKeys {
+	if nk := s.baseKeys + s.dKeys + dk; nk > s.limits.KVMaxKeys {
 		return fmt.Errorf("%w: %d keys would exceed the limit of %d", errQuota, nk, s.limits.KVMaxKeys)
 	}
-	if nb := bytes + s.dBytes + db; nb > s.limits.KVMaxBytes {
+	if nb := s.baseBytes + s.dBytes + db; nb > s.limits.KVMaxBytes {
 		return fmt.Errorf("%w: %d bytes would exceed the limit of %d", errQuota, nb, s.limits.KVMaxBytes)
-	}
-	return nil
-}
-
-// resolve reads the committed size of fk and of every staged key whose
-// committed size is not known yet (each becomes a checked read), and
-// recomputes the staged delta exactly.
-func (s *kvSession) resolve(ctx context.Context, fk []byte) error {
-	for _, k := range append(append(make([]string, 0, len(s.worder)+1), s.worder...), string(fk)) {
-		if _, known := s.baseLen[k]; known {
-			continue
-		}
-		if _, _, err := s.base(ctx, []byte(k)); err != nil {
-			return err
-		}
-	}
-	s.dKeys, s.dBytes = 0, 0
-	for _, k := range s.worder {
-		after := -1
-		if w := s.writes[k]; !w.deleted {
-			after = len(w.value)
-		}
-		dk, db := sizeDelta(k, s.baseLen[k], after)
-		s.dKeys += dk
-		s.dBytes += db
 	}
 	return nil
 }
@@ -276,6 +289,11 @@ func (s *kvSession) scan(ctx context.Context, prefix, after []byte, limit int) (
 		}
 	}
 	end := prefixEnd(fp)
+	if end != nil && bytes.Compare(start, end) >= 0 {
+		// after sorts past every key with the prefix: nothing can be in
+		// the range, so there is nothing to return or to re-check.
+		return abi.KVList{}, nil
+	}
 	inRange := func(k string) bool {
 		return k >= string(start) && (end == nil || k < string(end))
 	}
@@ -343,6 +361,17 @@ func (s *kvSession) scan(ctx context.Context, prefix, after []byte, limit int) (
 }
 
 // result returns the session's reads and staged writes.
+//
+// Quotas are enforced by the commit, not by the snapshot a call read: a
+// session whose writes change the namespace's usage (a key created or
+// deleted, a value resized) carries the usage record's new value as one
+// more Op, checked at the version it read, so of two concurrent callbacks
+// that both grow one plugin's KV only the first commits; the other
+// conflicts, runs again, and then sees the new usage (and the quota). A
+// session whose every write keeps its key's size instead checks each
+// written key at the version whose size it relied on (writes that change
+// no size never touch the usage record, so they do not conflict with
+// each other through it). Sessions that write nothing add nothing.
 func (s *kvSession) result(plugin string) *AckResult {
 	res := &AckResult{Plugin: plugin}
 	for _, k := range s.order {
@@ -351,42 +380,90 @@ func (s *kvSession) result(plugin string) *AckResult {
 	// Fenced puts: the grant must still be current when the batch commits.
 	res.Checks = append(res.Checks, s.fences...)
 	res.RangeChecks = s.ranges
+	var dk, db int64
+	changed := false
 	for _, k := range s.worder {
 		w := s.writes[k]
 		res.Ops = append(res.Ops, catalog.Op{Key: []byte(k), Value: w.value, Delete: w.deleted})
+		after := -1
+		if !w.deleted {
+			after = len(w.value)
+		}
+		kd, bd := sizeDelta(k, s.known[k].size, after)
+		changed = changed || kd != 0 || bd != 0
+		dk += kd
+		db += bd
+	}
+	if changed {
+		uk := usageKey(s.ns)
+		res.Checks = append(res.Checks, catalog.Check{Key: uk, Version: s.usageVer})
+		res.Ops = append(res.Ops, catalog.Op{Key: uk, Value: encodeUsage(s.baseKeys+dk, s.baseBytes+db)})
+		return res
+	}
+	for _, k := range s.worder {
+		if _, read := s.checks[k]; !read {
+			res.Checks = append(res.Checks, catalog.Check{Key: []byte(k), Version: s.known[k].ver})
+		}
 	}
 	return res
 }
 
-// usage is a plugin's committed KV usage, refreshed by a scan at most once
-// per refresh interval. Quotas compare against it plus the session's staged
-// delta, so concurrent callbacks may together overshoot by what they write
-// within one interval.
+// The usage record of a plugin's KV namespace "pkv/<plugin>/" is the key
+// "pkv/<plugin>" (no slash: outside every plugin's namespace, since plugin
+// names have no slash). It holds the exact key count and key+value bytes of
+// the namespace as of its version, and every write to the namespace that
+// changes either (ack callbacks, operators' and lease holders' writes
+// through the API) updates it in the same commit, checked at the version it
+// read. A namespace without a record (data from before records existed) is
+// counted by a scan; the first write creates the record, checked absent.
+//
+// Encoding: u8 version (1) · u64 keys · u64 bytes, little-endian.
+
 type usage struct {
-	mu      sync.Mutex
-	refresh time.Duration
-	at      time.Time
-	keys    int64
-	bytes   int64
+	ver         catalog.Version
+	keys, bytes int64
 }
 
-func (u *usage) get(ctx context.Context, store catalog.Store, ns []byte) (int64, int64, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if !u.at.IsZero() && time.Since(u.at) < u.refresh {
-		return u.keys, u.bytes, nil
+func usageKey(ns []byte) []byte { return append([]byte(nil), ns[:len(ns)-1]...) }
+
+func encodeUsage(keys, size int64) []byte {
+	b := make([]byte, 17)
+	b[0] = 1
+	binary.LittleEndian.PutUint64(b[1:], uint64(max(keys, 0)))
+	binary.LittleEndian.PutUint64(b[9:], uint64(max(size, 0)))
+	return b
+}
+
+func decodeUsage(b []byte) (keys, size int64, ok bool) {
+	if len(b) != 17 || b[0] != 1 {
+		return 0, 0, false
 	}
-	var keys, size int64
-	err := store.View(ctx, func(r catalog.Reader) error {
-		return r.Scan(ns, prefixEnd(ns), func(kv catalog.KV) error {
-			keys++
-			size += int64(len(kv.Key) + len(kv.Value))
-			return nil
-		})
+	k, n := binary.LittleEndian.Uint64(b[1:]), binary.LittleEndian.Uint64(b[9:])
+	if k > math.MaxInt64 || n > math.MaxInt64 {
+		return 0, 0, false
+	}
+	return int64(k), int64(n), true
+}
+
+// readUsage returns the usage of namespace ns as of r: the record, or,
+// when it is absent or does not decode, a count by scan (with the version
+// of what is there, so that the write replacing it is checked against it).
+func readUsage(r catalog.Reader, ns []byte) (usage, error) {
+	v, ver, err := r.Get(usageKey(ns))
+	if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+		return usage{}, err
+	}
+	u := usage{ver: ver}
+	if ver != 0 {
+		if k, n, ok := decodeUsage(v); ok {
+			u.keys, u.bytes = k, n
+			return u, nil
+		}
+	}
+	err = r.Scan(ns, prefixEnd(ns), func(kv catalog.KV) error {
+		u.keys++
+		u.bytes += int64(len(kv.Key) + len(kv.Value))
+		return nil
 	})
-	if err != nil {
-		return 0, 0, err
-	}
-	u.keys, u.bytes, u.at = keys, size, time.Now()
-	return keys, size, nil
+	return u, err
 }

@@ -33,6 +33,7 @@ type Registration struct {
 type registration struct {
 	Kind abi.Kind
 	Name string
+	Role abi.Role // declared in register's kind argument (hostfuncs.go)
 	id   int32
 }
 
@@ -51,7 +52,6 @@ type version struct {
 	code   wazero.CompiledModule
 	regs   []registration
 	byKey  map[regKey]int32
-	usage  *usage
 	ns     []byte
 
 	// interrupt is how a call's end stops the guest: modeInstrumented
@@ -153,7 +153,7 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 	vctx, cancel := context.WithCancel(context.Background())
 	v := &version{
 		rt: r, name: name, path: path, sha256: sum, config: spec.Config, limits: limits,
-		loaded: time.Now(), wrt: wrt, code: code, usage: &usage{refresh: r.cfg.QuotaRefresh},
+		loaded: time.Now(), wrt: wrt, code: code,
 		ns: NamespacePrefix(name), ctx: vctx, cancel: cancel,
 		pool:      make(chan *instance, limits.PoolSize),
 		interrupt: mode, interruptWhy: why,

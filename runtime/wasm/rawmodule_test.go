@@ -16,7 +16,11 @@ import (
 // another language needs. It registers a resource-key function "Raw" that
 // returns a fixed envelope from its data segment, and an ack callback
 // "RawTrap" that executes `unreachable`.
-func rawModule() []byte {
+func rawModule() []byte { return rawModuleWith(int32(abi.KindAck)) }
+
+// rawModuleWith is rawModule registering "RawTrap" with register's kind
+// argument ackKind (the kind, plus role bits).
+func rawModuleWith(ackKind int32) []byte {
 	const (
 		i32         = 0x7f
 		opConst     = 0x41
@@ -99,7 +103,7 @@ func rawModule() []byte {
 	code := section(10, vec(
 		body( // _initialize: register both handlers
 			i32c(int32(abi.KindResourceKeys)), i32c(namesAt), i32c(3), i32c(handlerKeys), []byte{opCall}, uleb(0), []byte{opDrop},
-			i32c(int32(abi.KindAck)), i32c(namesAt+3), i32c(7), i32c(handlerTrap), []byte{opCall}, uleb(0), []byte{opDrop},
+			i32c(ackKind), i32c(namesAt+3), i32c(7), i32c(handlerTrap), []byte{opCall}, uleb(0), []byte{opDrop},
 		),
 		body(),           // hostd_abi_v1
 		body(i32c(1024)), // hostd_alloc: a fixed buffer at 1024

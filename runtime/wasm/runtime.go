@@ -41,6 +41,8 @@ type Runtime struct {
 	versions map[string]*version // by plugin name
 	routes   map[regKey]*version
 	loadErrs map[string]string // plugin name -> last load error
+
+	logLimits sync.Map // plugin name -> *logLimiter (hostfuncs.go)
 }
 
 // New creates a Runtime and loads the configured plugins. A plugin that
@@ -353,6 +355,9 @@ type Handlers struct {
 	Ack          bool
 	Validate     bool
 	ResourceKeys bool
+	// Role is the API role broadcasting the type needs: the strongest
+	// declared by its registrations, abi.RoleWrite if none declared one.
+	Role abi.Role
 }
 
 // Lookup returns the handlers registered for msgType.
@@ -366,7 +371,19 @@ func (r *Runtime) Lookup(msgType string) (Handlers, bool) {
 	_, a := v.byKey[regKey{abi.KindAck, msgType}]
 	_, va := v.byKey[regKey{abi.KindValidator, msgType}]
 	_, rk := v.byKey[regKey{abi.KindResourceKeys, msgType}]
-	return Handlers{Plugin: v.name, Ack: a, Validate: va, ResourceKeys: rk}, true
+	return Handlers{Plugin: v.name, Ack: a, Validate: va, ResourceKeys: rk, Role: v.role(msgType)}, true
+}
+
+// role is the role msgType's registrations declare (the strongest;
+// abi.RoleWrite if none does).
+func (v *version) role(msgType string) abi.Role {
+	role := abi.RoleWrite
+	for _, rg := range v.regs {
+		if rg.Name == msgType && rg.Kind != abi.KindPolicy && rg.Role > role {
+			role = rg.Role
+		}
+	}
+	return role
 }
 
 // MessageTypes lists the message types served by plugins, sorted.
@@ -441,7 +458,7 @@ func (r *Runtime) Ack(ctx context.Context, msg *abi.Message) (*AckResult, error)
 	var res *AckResult
 	err := r.run(ctx, abi.KindAck, msg.Type, func(b []byte) []byte { return abi.AppendMessage(b, msg) },
 		func(v *version) *kvSession {
-			return newSession(r.cfg.Store, nil, v.ns, true, v.usage, &v.limits)
+			return newSession(r.cfg.Store, nil, v.ns, true, &v.limits)
 		},
 		func(v *version, _ []byte, kv *kvSession) error {
 			res = kv.result(v.name)
@@ -455,7 +472,7 @@ func (r *Runtime) Ack(ctx context.Context, msg *abi.Message) (*AckResult, error)
 func (r *Runtime) Validate(ctx context.Context, msg *abi.Message, snap catalog.Reader) error {
 	return r.run(ctx, abi.KindValidator, msg.Type, func(b []byte) []byte { return abi.AppendMessage(b, msg) },
 		func(v *version) *kvSession {
-			return newSession(r.cfg.Store, snap, v.ns, false, v.usage, &v.limits)
+			return newSession(r.cfg.Store, snap, v.ns, false, &v.limits)
 		}, nil)
 }
 
@@ -464,7 +481,7 @@ func (r *Runtime) ResourceKeys(ctx context.Context, msg *abi.Message) ([]abi.Res
 	var keys []abi.ResourceKey
 	err := r.run(ctx, abi.KindResourceKeys, msg.Type, func(b []byte) []byte { return abi.AppendMessage(b, msg) },
 		func(v *version) *kvSession {
-			return newSession(r.cfg.Store, nil, v.ns, false, v.usage, &v.limits)
+			return newSession(r.cfg.Store, nil, v.ns, false, &v.limits)
 		},
 		func(v *version, out []byte, _ *kvSession) error {
 			var err error
@@ -480,7 +497,7 @@ func (r *Runtime) Policy(ctx context.Context, name string, in *abi.PolicyInput) 
 	var out abi.PolicyOutput
 	err := r.run(ctx, abi.KindPolicy, name, func(b []byte) []byte { return abi.AppendPolicyInput(b, in) },
 		func(v *version) *kvSession {
-			return newSession(r.cfg.Store, nil, v.ns, false, v.usage, &v.limits)
+			return newSession(r.cfg.Store, nil, v.ns, false, &v.limits)
 		},
 		func(v *version, b []byte, _ *kvSession) error {
 			var err error
@@ -528,7 +545,7 @@ func (r *Runtime) run(ctx context.Context, kind abi.Kind, name string, input fun
 			attribute.String("handler", kind.String()), attribute.String("kind", kindAttr)))
 		span.RecordError(err)
 		span.SetStatus(codes.Error, kindAttr)
-		if k := KindOf(err); k != KindRetryable && k != KindPermanent {
+		if k := KindOf(err); k != KindRetryable && k != KindPermanent && r.logLimit(v.name) {
 			r.logger.Warn("plugin call failed", "plugin", v.name, "handler", kind.String(), "name", name, "err", err)
 		}
 	}
@@ -544,10 +561,13 @@ type Info struct {
 	Registrations []RegistrationInfo `json:"registrations"`
 	PoolSize      int                `json:"pool_size"`
 	Live          int64              `json:"live_instances"`
-	Calls         uint64             `json:"calls"`
-	Failures      uint64             `json:"failures"`
-	StartFailures int64              `json:"start_failures"`
-	LoadedAt      time.Time          `json:"loaded_at"`
+	// Calls and Failures count this version's handler calls since it was
+	// loaded (hostd's start, or the reload that loaded this file); they
+	// are kept in memory only.
+	Calls         uint64    `json:"calls"`
+	Failures      uint64    `json:"failures"`
+	StartFailures int64     `json:"start_failures"`
+	LoadedAt      time.Time `json:"loaded_at"`
 	// Interrupt is how a call timeout stops the plugin's guest:
 	// "instrumented" (hostd rewrote the module to check a flag at function
 	// entries and loop headers; loops run at full speed) or
@@ -565,6 +585,9 @@ type Info struct {
 type RegistrationInfo struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
+	// Role is the API role a token needs to broadcast the message type
+	// ("write" or "admin"; empty for policies).
+	Role string `json:"role,omitempty"`
 }
 
 // List describes every plugin, loaded or failed, sorted by name.
@@ -578,7 +601,11 @@ func (r *Runtime) List() []Info {
 			StartFailures: v.startFailures.Load(), LoadedAt: v.loaded, Error: r.loadErrs[v.name],
 			Interrupt: v.interrupt, InterruptReason: v.interruptWhy}
 		for _, rg := range v.regs {
-			in.Registrations = append(in.Registrations, RegistrationInfo{rg.Kind.String(), rg.Name})
+			ri := RegistrationInfo{Kind: rg.Kind.String(), Name: rg.Name}
+			if rg.Kind != abi.KindPolicy {
+				ri.Role = v.role(rg.Name).String()
+			}
+			in.Registrations = append(in.Registrations, ri)
 		}
 		out = append(out, in)
 	}
@@ -625,6 +652,9 @@ func (r *Runtime) KVScan(ctx context.Context, plugin string, prefix, after []byt
 			start = a
 		}
 	}
+	if end != nil && string(start) >= string(end) {
+		return nil, nil, nil // after sorts past every key with the prefix
+	}
 	err = r.cfg.Store.View(ctx, func(rd catalog.Reader) error {
 		return rd.Scan(start, end, func(kv catalog.KV) error {
 			if len(entries) == limit {
@@ -636,6 +666,80 @@ func (r *Runtime) KVScan(ctx context.Context, plugin string, prefix, after []byt
 		})
 	})
 	return entries, next, err
+}
+
+// KVWrite commits one put (or, with del, delete) of key in plugin's KV for
+// an operator or a lease holder (host/api), with extra checks (e.g. a
+// lease's fence check) in the same catalog batch, and keeps the
+// namespace's usage record exact like a callback's commit does (the
+// write itself is not held to the plugin's quota: it is not the
+// plugin's). Errors: ErrUnknownPlugin when plugin is neither loaded
+// (or failed to load: it is configured) nor has any KV; catalog.ErrConflict
+// when a check failed or a concurrent write changed the usage: read and
+// try again.
+func (r *Runtime) KVWrite(ctx context.Context, plugin string, key, value []byte, del bool, checks ...catalog.Check) (catalog.Version, error) {
+	if err := r.checkKVArgs(plugin); err != nil {
+		return 0, err
+	}
+	r.mu.RLock()
+	_, loaded := r.versions[plugin]
+	_, failed := r.loadErrs[plugin]
+	r.mu.RUnlock()
+	for _, sp := range r.cfg.Plugins {
+		failed = failed || sp.Name == plugin
+	}
+	ns := NamespacePrefix(plugin)
+	fk := append(append([]byte(nil), ns...), key...)
+	var u usage
+	var cur keyState
+	err := r.cfg.Store.View(ctx, func(rd catalog.Reader) error {
+		var err error
+		if u, err = readUsage(rd, ns); err != nil {
+			return err
+		}
+		v, ver, err := rd.Get(fk)
+		if err != nil && !errors.Is(err, catalog.ErrNotFound) {
+			return err
+		}
+		cur = keyState{size: -1}
+		if ver != 0 {
+			cur = keyState{size: len(v), ver: ver}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if !loaded && !failed && u.keys == 0 {
+		return 0, fmt.Errorf("%w: %q is not a loaded or configured plugin and has no KV", ErrUnknownPlugin, plugin)
+	}
+	after := -1
+	if !del {
+		after = len(value)
+	}
+	b := &catalog.Batch{Checks: checks, Ops: []catalog.Op{{Key: fk, Value: value, Delete: del}}}
+	if dk, db := sizeDelta(string(fk), cur.size, after); dk != 0 || db != 0 {
+		uk := usageKey(ns)
+		b.Checks = append(b.Checks, catalog.Check{Key: uk, Version: u.ver})
+		b.Ops = append(b.Ops, catalog.Op{Key: uk, Value: encodeUsage(u.keys+dk, u.bytes+db)})
+	} else {
+		b.Checks = append(b.Checks, catalog.Check{Key: fk, Version: cur.ver})
+	}
+	return r.cfg.Store.Commit(ctx, b)
+}
+
+// KVUsage returns the key count and key+value bytes of plugin's KV, the
+// figures its quota (Limits.KVMaxKeys, KVMaxBytes) is enforced against.
+func (r *Runtime) KVUsage(ctx context.Context, plugin string) (keys, size int64, err error) {
+	if err := r.checkKVArgs(plugin); err != nil {
+		return 0, 0, err
+	}
+	var u usage
+	err = r.cfg.Store.View(ctx, func(rd catalog.Reader) error {
+		u, err = readUsage(rd, NamespacePrefix(plugin))
+		return err
+	})
+	return u.keys, u.bytes, err
 }
 
 func (r *Runtime) checkKVArgs(plugin string) error {

@@ -75,7 +75,7 @@ func TestHandlersAndResults(t *testing.T) {
 		t.Fatalf("no validator: %v", err)
 	}
 	l := r.List()
-	if len(l) != 1 || l[0].Name != "echo" || l[0].ABI != 1 || len(l[0].SHA256) != 64 || l[0].Calls < 8 || l[0].Failures < 3 || len(l[0].Registrations) != 5 {
+	if len(l) != 1 || l[0].Name != "echo" || l[0].ABI != 1 || len(l[0].SHA256) != 64 || l[0].Calls < 8 || l[0].Failures < 3 || len(l[0].Registrations) != 6 {
 		t.Fatalf("List = %+v", l)
 	}
 }
@@ -192,7 +192,7 @@ func TestConflictingCallbacksAreDetected(t *testing.T) {
 func TestReadOnlyAndQuota(t *testing.T) {
 	store := openStore(t)
 	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t), Limits: Limits{KVMaxKeys: 2}}},
-		Store: store, Defaults: Limits{PoolSize: 1}, QuotaRefresh: time.Nanosecond})
+		Store: store, Defaults: Limits{PoolSize: 1}})
 	err := r.Validate(bg, msg("Echo", "write"), nil)
 	if KindOf(err) != KindRetryable || !strings.Contains(err.Error(), "read-only") {
 		t.Fatalf("validator write: %v", err)
@@ -227,7 +227,7 @@ func TestByteQuotaCountsOverwritesExactly(t *testing.T) {
 	store := openStore(t)
 	// "pkv/echo/a" is 10 bytes: the limit fits the key with a 10-byte value.
 	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t), Limits: Limits{KVMaxBytes: 20}}},
-		Store: store, Defaults: Limits{PoolSize: 1}, QuotaRefresh: time.Nanosecond})
+		Store: store, Defaults: Limits{PoolSize: 1}})
 	if _, err := r.Ack(bg, msg("Echo", "put a=01234567890")); err == nil || !strings.Contains(err.Error(), "21 bytes would exceed the limit of 20") {
 		t.Fatalf("over the byte quota: %v", err)
 	}

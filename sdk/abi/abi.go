@@ -106,6 +106,48 @@ func (k Kind) String() string {
 // Valid reports whether k is one of the defined kinds.
 func (k Kind) Valid() bool { return k >= KindAck && k <= KindPolicy }
 
+// Role is the API role a client's token needs to broadcast a message
+// type (POST /v1/broadcasts). A plugin declares it in the kind argument of
+// register, bits 8..15 (RegisterKind); 0 means the default, RoleWrite.
+// The bits are for message types only (kinds 1..3): a policy is run by
+// topic operations, which have roles of their own.
+type Role int32
+
+const (
+	// RoleDefault: the plugin did not say; RoleWrite applies.
+	RoleDefault Role = 0
+	// RoleWrite: any token that may change state (write or admin).
+	RoleWrite Role = 2
+	// RoleAdmin: admin tokens only (as for DELETE /v1/topics/{t}).
+	RoleAdmin Role = 3
+)
+
+// String names the role as the API does ("write", "admin").
+func (r Role) String() string {
+	switch r {
+	case RoleDefault, RoleWrite:
+		return "write"
+	case RoleAdmin:
+		return "admin"
+	}
+	return "unknown"
+}
+
+// roleShift is where the role sits in register's kind argument.
+const roleShift = 8
+
+// RegisterKind is register's kind argument for a handler of kind k whose
+// message type needs role r.
+func RegisterKind(k Kind, r Role) int32 { return int32(k) | int32(r)<<roleShift }
+
+// SplitRegisterKind splits register's kind argument into the kind and the
+// role; ok is false if bits other than the kind's (0..7) and the role's
+// (8..15) are set, or the role is neither 0, RoleWrite nor RoleAdmin.
+func SplitRegisterKind(v int32) (k Kind, r Role, ok bool) {
+	k, r = Kind(v&0xff), Role(v>>roleShift&0xff)
+	return k, r, v>>16 == 0 && (r == RoleDefault || r == RoleWrite || r == RoleAdmin)
+}
+
 // Code is the result of a handle call.
 type Code int32
 

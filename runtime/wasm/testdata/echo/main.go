@@ -41,6 +41,8 @@ func init() {
 		}, nil
 	})
 	sdk.OnAck("Counter", counter)
+	// Broadcasting AdminOnly needs an admin token (host tests).
+	sdk.OnAck("AdminOnly", func(sdk.Message) error { return nil }, sdk.RequireRole(sdk.RoleAdmin))
 	sdk.Policy("round-robin", func(in sdk.PolicyInput) (sdk.PolicyOutput, error) {
 		var out sdk.PolicyOutput
 		if len(in.Brokers) == 0 {
