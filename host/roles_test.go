@@ -67,8 +67,14 @@ func TestBroadcastTypeRoles(t *testing.T) {
 			var ce *client.Error
 			denied := errors.As(err, &ce) && ce.Status == 403
 			if rank[role] < rank[tc.need] {
-				if !denied || ce.Code != "permission_denied" || ce.Details["required_role"] != tc.need {
-					t.Fatalf("%s as %s: %v (details %v), want 403 permission_denied, required_role %s", tc.typ, role, err, detailsOf(ce), tc.need)
+				// A read token is refused by the route itself (it needs
+				// write) before the type is looked at.
+				want := tc.need
+				if role == "read" {
+					want = "write"
+				}
+				if !denied || ce.Code != "permission_denied" || ce.Details["required_role"] != want {
+					t.Fatalf("%s as %s: %v (details %v), want 403 permission_denied, required_role %s", tc.typ, role, err, detailsOf(ce), want)
 				}
 				if role != "read" && ce.Details["type"] != tc.typ {
 					t.Fatalf("%s as %s: details %v do not name the type", tc.typ, role, ce.Details)

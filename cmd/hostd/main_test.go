@@ -133,7 +133,7 @@ func startDaemon(t *testing.T, dir string, args ...string) *daemon {
 	case d.addr = <-addrc:
 	case <-d.done:
 		t.Fatalf("hostd exited before listening (code %d):\n%s", d.cmd.ProcessState.ExitCode(), d.Logs())
-	case <-time.After(30 * time.Second):
+	case <-time.After(3 * time.Minute): // generous: plugins compile before the API listens, slowly on a loaded machine
 		t.Fatalf("hostd did not start listening:\n%s", d.Logs())
 	}
 	d.waitReady(t)

@@ -2,12 +2,15 @@ package wasm
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hostd-dev/hostd/internal/wasmtest"
 	"github.com/hostd-dev/hostd/runtime/sched"
+	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
 func badptrWasm(t testing.TB) string { return wasmtest.Build(t, "testdata/badptr") }
@@ -102,5 +105,20 @@ func TestPluginLogsAreClampedAndRateLimited(t *testing.T) {
 	}
 	if n := count("spam line"); n != 98 {
 		t.Fatalf("%d spam lines after a new window, want 98", n)
+	}
+}
+
+// hostd_alloc returning 0 is an allocation failure: the call fails (trap,
+// retryable, the instance is replaced) instead of hostd writing the input
+// at address 0 over the guest's own data.
+func TestAllocReturningZeroFailsTheCall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "raw0.wasm")
+	if err := os.WriteFile(path, rawModuleWith(int32(abi.KindAck), 0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "raw0", Path: path, Limits: Limits{MemoryLimit: 1 << 20}}}, Defaults: Limits{PoolSize: 1}})
+	_, err := r.ResourceKeys(bg, msg("Raw", "{}"))
+	if KindOf(err) != KindTrap || IsPermanent(err) || !strings.Contains(err.Error(), "hostd_alloc(4096) returned 0") {
+		t.Fatalf("alloc returning 0: %v", err)
 	}
 }

@@ -691,6 +691,11 @@ func (inst *instance) write(ctx context.Context, n uint32) error {
 			return err
 		}
 		inst.bufPtr, inst.bufCap = api.DecodeU32(inst.stack[0]), max(n, 4096)
+		if inst.bufPtr == 0 {
+			// A null pointer is an allocation failure (C's malloc), not a
+			// buffer at address 0: writing there would corrupt the guest.
+			return fmt.Errorf("hostd_alloc(%d) returned 0: the guest could not allocate the input buffer", max(n, 4096))
+		}
 	}
 	if n > 0 && !inst.mod.Memory().Write(inst.bufPtr, inst.buf) {
 		return fmt.Errorf("hostd_alloc returned %#x, out of bounds for %d bytes", inst.bufPtr, n)

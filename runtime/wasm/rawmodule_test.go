@@ -16,11 +16,12 @@ import (
 // another language needs. It registers a resource-key function "Raw" that
 // returns a fixed envelope from its data segment, and an ack callback
 // "RawTrap" that executes `unreachable`.
-func rawModule() []byte { return rawModuleWith(int32(abi.KindAck)) }
+func rawModule() []byte { return rawModuleWith(int32(abi.KindAck), 1024) }
 
 // rawModuleWith is rawModule registering "RawTrap" with register's kind
-// argument ackKind (the kind, plus role bits).
-func rawModuleWith(ackKind int32) []byte {
+// argument ackKind (the kind, plus role bits), whose hostd_alloc returns
+// allocPtr.
+func rawModuleWith(ackKind, allocPtr int32) []byte {
 	const (
 		i32         = 0x7f
 		opConst     = 0x41
@@ -105,8 +106,8 @@ func rawModuleWith(ackKind int32) []byte {
 			i32c(int32(abi.KindResourceKeys)), i32c(namesAt), i32c(3), i32c(handlerKeys), []byte{opCall}, uleb(0), []byte{opDrop},
 			i32c(ackKind), i32c(namesAt+3), i32c(7), i32c(handlerTrap), []byte{opCall}, uleb(0), []byte{opDrop},
 		),
-		body(),           // hostd_abi_v1
-		body(i32c(1024)), // hostd_alloc: a fixed buffer at 1024
+		body(),               // hostd_abi_v1
+		body(i32c(allocPtr)), // hostd_alloc: a fixed buffer (at 1024)
 		body( // hostd_handle(id, ptr, len)
 			[]byte{opLocalGet}, uleb(0), []byte{opIf, blockVoid, opUnreach, opEnd}, // id 1 traps
 			i32c(keysAt), i32c(int32(len(keys))), []byte{opCall}, uleb(1), // set_output(keys)

@@ -33,7 +33,7 @@ func TestMessageTypeRoles(t *testing.T) {
 	dir := t.TempDir()
 	load := func(name string, kind int32) (*Runtime, error) {
 		path := filepath.Join(dir, name+".wasm")
-		if err := os.WriteFile(path, rawModuleWith(kind), 0o644); err != nil {
+		if err := os.WriteFile(path, rawModuleWith(kind, 1024), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return newRuntime(t, Config{Plugins: []Spec{{Name: name, Path: path, Limits: Limits{MemoryLimit: 1 << 20}}}, Defaults: Limits{PoolSize: 1}})
