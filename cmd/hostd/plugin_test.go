@@ -67,7 +67,7 @@ func TestPluginOperatorCLI(t *testing.T) {
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute) // a cold compile of faults, on a loaded machine
 	for {
 		out, _, _ = runCLI(t, dir, append([]string{"plugin", "ls"}, addr...)...)
 		if strings.Contains(out, "faults") {
