@@ -135,7 +135,7 @@ func (e *leaseEnv) fencedAck(t *testing.T, ttl time.Duration) (*AckResult, uint6
 			fence = rec.Fence
 		}
 	}
-	if fence == 0 || len(res.Ops) != 2 {
+	if fence == 0 || len(res.Ops) != 3 { // two puts and the usage record
 		t.Fatalf("fenced ack staged %d ops, fence %d", len(res.Ops), fence)
 	}
 	// The fence's check is among the Checks: the grant record.

@@ -25,7 +25,7 @@ func TestHandlersAndResults(t *testing.T) {
 	r := mustRuntime(t, Config{Plugins: []Spec{{Name: "echo", Path: echoWasm(t)}}, Store: openStore(t),
 		Defaults: Limits{PoolSize: 1}})
 	h, ok := r.Lookup("Echo")
-	if want := (Handlers{Plugin: "echo", Ack: true, Validate: true, ResourceKeys: true}); !ok || h != want {
+	if want := (Handlers{Plugin: "echo", Ack: true, Validate: true, ResourceKeys: true, Role: abi.RoleWrite}); !ok || h != want {
 		t.Fatalf("Lookup(Echo) = %+v %v, want %+v", h, ok, want)
 	}
 	if h, _ := r.Lookup("Counter"); h.Validate || !h.Ack {
@@ -88,8 +88,10 @@ func TestAckKVIsStagedAndCommittedByCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Blind writes (keys not read) are not checked reads: no catalog read per put.
-	if res.Plugin != "echo" || len(res.Ops) != 2 || len(res.Checks) != 0 {
+	// Blind writes (keys not read) are not checked reads; the namespace's
+	// usage record is (its new value is the third op, checked at the
+	// version read: absent here).
+	if res.Plugin != "echo" || len(res.Ops) != 3 || len(res.Checks) != 1 || string(res.Checks[0].Key) != "pkv/echo" || res.Checks[0].Version != 0 {
 		t.Fatalf("result = %+v", res)
 	}
 	if _, _, err := r.KVGet(bg, "echo", []byte("a")); !errors.Is(err, catalog.ErrNotFound) {
@@ -146,7 +148,7 @@ func TestAckKVIsStagedAndCommittedByCaller(t *testing.T) {
 	}
 	// Delete is staged and committed the same way.
 	res, _ = r.Ack(bg, msg("Echo", "del a"))
-	if len(res.Ops) != 1 || !res.Ops[0].Delete || len(res.Checks) != 0 {
+	if len(res.Ops) != 2 || !res.Ops[0].Delete || len(res.Checks) != 1 || string(res.Checks[0].Key) != "pkv/echo" { // + the usage record
 		t.Fatalf("del result %+v", res)
 	}
 	if err := commit(bg, store, res); err != nil {
