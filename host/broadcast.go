@@ -7,6 +7,7 @@ import (
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/builtin/locks"
+	"github.com/hostd-dev/hostd/builtin/mapping"
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wal"
@@ -48,7 +49,7 @@ func openBroadcast(ctx context.Context, h *Host) error {
 	e, err := broadcast.New(broadcast.Options{
 		Store:          h.Catalog(),
 		Locker:         keyLocker{kl},
-		Channels:       broadcast.ResolverChannels{R: h.resolver},
+		Channels:       broadcast.ResolverChannels{R: h.resolver, Markers: markerTypes()},
 		Handlers:       plugins,
 		AllowUnhandled: cfg.AllowUnhandledTypes,
 		MaxKeyLen:      cfg.MaxKeyLength,
@@ -204,4 +205,14 @@ func (p pluginHandler) Ack(ctx context.Context, c *broadcast.AckCall) (broadcast
 		return broadcast.AckResult{}, errors.New("host: plugin returned no ack result")
 	}
 	return broadcast.AckResult{Checks: res.Checks, RangeChecks: res.RangeChecks, Ops: res.Ops}, nil
+}
+
+// markerTypes are the broadcast message types written as markers
+// (wal.KindMarker) into the logic queues they target: the mapping's remap.
+func markerTypes() map[string]bool {
+	m := make(map[string]bool, len(mapping.MarkerTypes))
+	for t := range mapping.MarkerTypes {
+		m[t] = true
+	}
+	return m
 }

@@ -83,6 +83,14 @@ func TestTopicLifecycleAPI(t *testing.T) {
 		rd.Messages[10].Queue == rd.Messages[11].Queue {
 		t.Fatalf("marker/segments: %+v %+v", rd.Messages[10], rd.Messages[11])
 	}
+	if m := rd.Messages[10]; m.Kind != "marker" || m.Marker != "remap" {
+		t.Fatalf("the remap marker is not marked: kind %q marker %q", m.Kind, m.Marker)
+	}
+	for i, m := range rd.Messages {
+		if i != 10 && (m.Kind != "data" || m.Marker != "") {
+			t.Fatalf("message %d: kind %q marker %q, want data", i, m.Kind, m.Marker)
+		}
+	}
 	// Long-poll read wakes on an append.
 	got := make(chan *client.ReadResult, 1)
 	go func() {
@@ -286,5 +294,49 @@ func TestAppendsDuringBroadcastRemap(t *testing.T) {
 	ti, _ := c.DescribeTopic(ctx, "t")
 	if len(ti.Queues[0].Segments) != 4 {
 		t.Fatalf("segments %d, want 4", len(ti.Queues[0].Segments))
+	}
+}
+
+// The hostd. property namespace is refused on every client write path
+// with 400 invalid_argument naming the property, and nothing is written;
+// what hostd writes reads back with its kind.
+func TestReservedPropertiesRefused(t *testing.T) {
+	c := startMappingHost(t)
+	ctx := context.Background()
+	if _, err := c.CreateTopic(ctx, &client.TopicRequest{Topic: "t", Queues: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prop := range []string{"hostd.broadcast.id", "hostd.broadcast.epoch", "hostd.message.type", "hostd.anything"} {
+		req := &client.AppendRequest{Records: []client.ChannelRecord{{PayloadText: "ok"},
+			{PayloadText: "forged", Properties: map[string]string{"app": "1", prop: "1"}}}}
+		_, err := c.AppendChannel(ctx, "t/0", req)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != 400 || ce.Code != "invalid_argument" ||
+			ce.Details["property"] != prop || ce.Details["field"] != "records[1].properties" {
+			t.Fatalf("append with %s: %#v", prop, err)
+		}
+		req.ProducerID, req.Seq = "p", 1
+		if _, err := c.AppendChannel(ctx, "t/0", req); apiCode(err) != "invalid_argument" {
+			t.Fatalf("producer append with %s: %v", prop, err)
+		}
+		_, err = c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", Properties: map[string]string{prop: "1"}})
+		if !errors.As(err, &ce) || ce.Code != "invalid_argument" || ce.Details["property"] != prop {
+			t.Fatalf("broadcast with %s: %#v", prop, err)
+		}
+	}
+	if b, err := c.ChannelBounds(ctx, "t/0"); err != nil || b.Max != 0 {
+		t.Fatalf("refused appends wrote something: %+v %v", b, err)
+	}
+	if _, err := c.AppendChannel(ctx, "t/0", &client.AppendRequest{Records: []client.ChannelRecord{
+		{PayloadText: "fine", Properties: map[string]string{"hostd": "x", "app.hostd.id": "y"}}}}); err != nil {
+		t.Fatalf("look-alike properties are data: %v", err)
+	}
+	b, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", VChannels: []string{"t/0"}})
+	if err != nil || b.State != "TOMBSTONE" {
+		t.Fatalf("broadcast: %+v %v", b, err)
+	}
+	rd, err := c.ReadChannel(ctx, "t/0", 0, 10, 0)
+	if err != nil || len(rd.Messages) != 2 || rd.Messages[0].Kind != "data" || rd.Messages[1].Kind != "broadcast" || rd.Messages[1].Marker != "" {
+		t.Fatalf("read kinds: %+v %v", rd, err)
 	}
 }

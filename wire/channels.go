@@ -11,6 +11,15 @@ type ChannelMessage struct {
 	Time        time.Time         `json:"time"`
 	Payload     []byte            `json:"payload"`
 	Properties  map[string]string `json:"properties,omitempty"`
+	// Kind is who wrote the message, stored in the record itself:
+	// "data" (a client append), "broadcast" (the broadcast engine; its
+	// hostd.* properties are hostd's), "marker" (a hostd marker, see
+	// Marker) or "legacy" (written before kinds existed: data or
+	// broadcast).
+	Kind string `json:"kind"`
+	// Marker names a marker message ("remap": the last message of a moved
+	// queue's old segment). Consumers of data skip markers.
+	Marker string `json:"marker,omitempty"`
 }
 
 // ReadResult is the answer of GET /v1/channels/{topic}/{queue}/messages:

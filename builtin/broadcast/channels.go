@@ -14,7 +14,15 @@ import (
 // builtin/mapping's resolver) to Channels. One Append call of the engine
 // becomes one Resolver.Append per vchannel, run concurrently, so the WAL
 // and the catalog committer can group them.
-type ResolverChannels struct{ R wal.Resolver }
+//
+// Every record it appends has kind wal.KindBroadcast (never data), so no
+// client append can pass for a broadcast message; Markers names message
+// types whose records are markers (wal.KindMarker) on every vchannel but
+// the control channel, like the mapping's remap.
+type ResolverChannels struct {
+	R       wal.Resolver
+	Markers map[string]bool // message type → written as wal.KindMarker
+}
 
 // Check implements Channels.
 func (c ResolverChannels) Check(ctx context.Context, vchannel string) error {
@@ -44,7 +52,7 @@ func (c ResolverChannels) Append(ctx context.Context, entries []AppendEntry) ([]
 		wg.Add(1)
 		go func(vc string, is []int) {
 			defer wg.Done()
-			recs := recordsOf(entries, is)
+			recs := c.recordsOf(entries, is)
 			pos, err := c.R.Append(ctx, vc, recs)
 			if err == nil && len(pos) != len(recs) {
 				err = fmt.Errorf("broadcast: resolver returned %d positions for %d records", len(pos), len(recs))
@@ -77,11 +85,17 @@ func (c ResolverChannels) AppendAtomic(ctx context.Context, entries []AppendEntr
 	return outs, nil
 }
 
-// recordsOf returns the WAL records of entries[is...], in that order.
-func recordsOf(entries []AppendEntry, is []int) []wal.Record {
+// recordsOf returns the WAL records of entries[is...], in that order,
+// of kind broadcast (or marker, see Markers).
+func (c ResolverChannels) recordsOf(entries []AppendEntry, is []int) []wal.Record {
 	recs := make([]wal.Record, len(is))
 	for j, i := range is {
-		recs[j] = wal.Record{Payload: entries[i].Payload, Props: entries[i].Properties}
+		e := entries[i]
+		kind := wal.KindBroadcast
+		if e.VChannel != ControlChannel && c.Markers[e.Properties[HeaderMessageType]] {
+			kind = wal.KindMarker
+		}
+		recs[j] = wal.Record{Payload: e.Payload, Props: e.Properties, Kind: kind}
 	}
 	return recs
 }
@@ -106,7 +120,7 @@ func (c ResolverChannels) appendMulti(ctx context.Context, ma wal.MultiAppender,
 	order []string, idx map[string][]int, outs []AppendOutcome, extra []catalog.Op, atomic bool) bool {
 	batches := make([]wal.ChannelRecords, len(order))
 	for k, vc := range order {
-		batches[k] = wal.ChannelRecords{VChannel: vc, Recs: recordsOf(entries, idx[vc])}
+		batches[k] = wal.ChannelRecords{VChannel: vc, Recs: c.recordsOf(entries, idx[vc])}
 	}
 	pos, err := ma.AppendMulti(ctx, batches, extra)
 	if err == nil && len(pos) != len(order) {
@@ -182,7 +196,7 @@ func (c ResolverChannels) Read(ctx context.Context, vchannel string, from uint64
 	}
 	out := make([]ChannelEntry, len(msgs))
 	for i, m := range msgs {
-		out[i] = ChannelEntry{Offset: m.Offset, Properties: m.Props,
+		out[i] = ChannelEntry{Offset: m.Offset, Properties: m.Props, Kind: m.Kind,
 			Checkpoint: Checkpoint{VChannel: vchannel, Offset: m.Offset, PhysicalQueue: m.Queue, TimeTick: m.Tick}}
 	}
 	return out, nil

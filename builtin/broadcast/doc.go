@@ -152,9 +152,13 @@
 // memory) and persists it with the task (LowWater), so every append of
 // the task lands at or above it. After a
 // crash, a PENDING task's vchannel without a checkpoint is read back from
-// that mark and matched on the hostd.broadcast.id (and epoch) header;
-// found entries become checkpoints before anything is appended. An admin
-// retry runs the same search first.
+// that mark and matched on the hostd.broadcast.id (and epoch) header of
+// records of hostd's own kinds only (wal.KindBroadcast/KindMarker, which
+// ResolverChannels writes and no client append can: a client's record is
+// wal.KindData, and the hostd. property namespace is refused in data);
+// legacy, kind-less records count only for tasks created before record
+// kinds (taskRecord.Kinds unset). Found entries become checkpoints before
+// anything is appended. An admin retry runs the same search first.
 //
 // # Locking
 //

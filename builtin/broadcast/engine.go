@@ -20,6 +20,7 @@ import (
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/failpoint"
+	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
@@ -348,10 +349,10 @@ func (e *Engine) normalize(ctx context.Context, req *Request) (Message, []string
 	if len(msg.Payload) > e.o.MaxPayload {
 		return msg, nil, &TooLargeError{What: "payload", Size: len(msg.Payload), Limit: e.o.MaxPayload, LimitOption: "broadcast.max_payload"}
 	}
-	for k := range msg.Properties {
-		if k == HeaderBroadcastID || k == HeaderMessageType || k == headerEpoch {
-			return msg, nil, fmt.Errorf("%w: property %q is reserved", ErrInvalidRequest, k)
-		}
+	if err := wal.CheckProps(0, msg.Properties); err != nil {
+		var re *wal.ReservedPropertyError
+		errors.As(err, &re)
+		return msg, nil, fmt.Errorf("%w: property %q is reserved (the %q namespace is hostd's)", ErrInvalidRequest, re.Property, wal.ReservedPrefix)
 	}
 	switch req.Scope.Kind {
 	case "", "cluster":
@@ -461,7 +462,7 @@ func (e *Engine) create(ctx context.Context, msg *Message, vcs []string, keys []
 		rec: taskRecord{
 			ID: id, State: StatePending, Message: *msg, VChannels: vcs, Keys: keys,
 			IdemKey: req.IdempotencyKey, Scope: req.Scope, AckSyncUp: ackSync,
-			Trace: map[string]string(carrier), CreatedAt: now, LowWater: low,
+			Trace: map[string]string(carrier), CreatedAt: now, LowWater: low, Kinds: true,
 			Fingerprint: fingerprint(msg, vcs),
 		},
 		handler: h, opts: topts, guard: guard, started: now,

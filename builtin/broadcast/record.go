@@ -76,6 +76,10 @@ type taskRecord struct {
 	// Fingerprint is the hex sha256 of the request (see fingerprint);
 	// records written before fingerprints existed have none.
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Kinds: the task was created when appends carried a record kind
+	// (wal.KindBroadcast). Recovery then trusts only records of hostd's
+	// kinds; for older tasks it also trusts legacy (kind-less) records.
+	Kinds bool `json:"kinds,omitempty"`
 }
 
 // cpRecord is a persisted checkpoint (bc/c/<id>/<vchannel>).

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
@@ -191,12 +192,15 @@ func (e *Engine) load(ctx context.Context) (map[uint64]*task, error) {
 // findLostAppends finds appends of tasks whose checkpoints never reached
 // the catalog (a crash between the append and the task's next write): it
 // reads each such vchannel from the lowest low-water mark of the tasks
-// that need it and matches the hostd.broadcast.id (and epoch) header. The
+// that need it and matches the hostd.broadcast.id (and epoch) header of
+// records of hostd's kinds (wal.KindBroadcast/KindMarker) — plus legacy,
+// kind-less records for tasks created before record kinds existed. The
 // found checkpoints are committed, so nothing is appended twice.
 func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 	type want struct {
-		t     *task
-		epoch int
+		t      *task
+		epoch  int
+		legacy bool // the task predates record kinds: legacy records may be its appends
 	}
 	need := map[string]map[uint64]want{}
 	from := map[string]uint64{}
@@ -217,7 +221,7 @@ func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 			if low < from[vc] {
 				from[vc] = low
 			}
-			need[vc][t.rec.ID] = want{t, t.rec.Epoch}
+			need[vc][t.rec.ID] = want{t, t.rec.Epoch, !t.rec.Kinds}
 		}
 		t.mu.Unlock()
 	}
@@ -234,12 +238,18 @@ func (e *Engine) findLostAppends(ctx context.Context, tasks []*task) error {
 				return fmt.Errorf("broadcast: recovery: read %s from %d: %w", vc, at, err)
 			}
 			for _, ent := range ents {
+				// Only hostd's own records: a client's data record may carry
+				// anything in its properties (the WAL refuses the hostd.
+				// namespace in data, but never trust it here).
+				if !ent.Kind.Hostd() && ent.Kind != wal.KindLegacy {
+					continue
+				}
 				id, perr := strconv.ParseUint(ent.Properties[HeaderBroadcastID], 10, 64)
 				if perr != nil {
 					continue
 				}
 				w, ok := ids[id]
-				if !ok {
+				if !ok || (ent.Kind == wal.KindLegacy && !w.legacy) {
 					continue
 				}
 				ep, _ := strconv.Atoi(ent.Properties[headerEpoch])

@@ -77,6 +77,7 @@ func worstRecord(rec taskRecord) taskRecord {
 	rec.LastError = strings.Repeat("x", maxStoredError)
 	rec.Abandoned = &Abandon{By: strings.Repeat("x", maxStoredNote), Reason: strings.Repeat("x", maxStoredNote), At: t}
 	rec.Fingerprint = strings.Repeat("f", 64)
+	rec.Kinds = true
 	rec.LowWater = make(map[string]uint64, len(rec.VChannels))
 	for _, vc := range rec.VChannels {
 		rec.LowWater[vc] = math.MaxUint64

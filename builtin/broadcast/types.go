@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
@@ -14,9 +15,10 @@ import (
 // append order (time tick) orders the callbacks of conflicting broadcasts.
 const ControlChannel = "_control/0"
 
-// Header properties the engine adds to every appended message, so that a
-// consumer can tell broadcast messages from ordinary ones (and so that
-// recovery can find an append whose checkpoint was not committed).
+// Header properties the engine adds to every appended message (records
+// of kind wal.KindBroadcast or KindMarker: only those are the engine's,
+// whatever a record's properties say), so that recovery can find an
+// append whose checkpoint was not committed.
 const (
 	HeaderBroadcastID = "hostd.broadcast.id"
 	HeaderMessageType = "hostd.message.type"
@@ -170,6 +172,10 @@ type ChannelEntry struct {
 	Offset     uint64
 	Properties map[string]string
 	Checkpoint Checkpoint
+	// Kind is the record kind stored with the entry: only records of
+	// hostd's kinds (wal.KindBroadcast, wal.KindMarker) are the engine's
+	// own — a client's data record cannot carry them.
+	Kind wal.Kind
 }
 
 // Channels resolves vchannels to physical queues and appends to them

@@ -29,6 +29,13 @@ const (
 // MessageTypes are the built-in broadcast message types of the mapping.
 var MessageTypes = []string{"topic.create", "topic.grow", "topic.remap", "topic.delete"}
 
+// MarkerTypes maps the message types whose records are markers in the
+// logic queues they target (wal.KindMarker) to the marker's name: a remap
+// writes a "remap" marker into each moved queue, at an offset like any
+// message, which consumers of data skip (the read API shows it as
+// "marker": "remap").
+var MarkerTypes = map[string]string{"topic.remap": KindRemap}
+
 // DomainTopic is the resource-key domain of topics.
 const DomainTopic = "topic"
 

@@ -366,7 +366,7 @@ func readView(r catalog.Reader, vchannel, t string, id int, from uint64, limit i
 		for _, en := range ents {
 			out = append(out, wal.Message{
 				Position: wal.Position{VChannel: vchannel, Offset: s.LogicOffset + en.Offset - s.StartOffset, Queue: pq, QueueOffset: en.Offset, Tick: en.Tick},
-				Payload:  en.Payload, Props: en.Props,
+				Payload:  en.Payload, Props: en.Props, Kind: en.Kind,
 			})
 		}
 		from += uint64(len(ents))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/builtin/broadcast"
+	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/sdk/abi"
 	"github.com/hostd-dev/hostd/wire"
 )
@@ -288,6 +289,12 @@ func broadcastRequest(b *BroadcastRequest) (*broadcast.Request, error) {
 	}
 	if len(b.Payload) > 0 && b.PayloadText != "" {
 		return nil, InvalidField("payload", "give payload or payload_text, not both")
+	}
+	if err := wal.CheckProps(0, b.Properties); err != nil {
+		var re *wal.ReservedPropertyError
+		errors.As(err, &re)
+		return nil, InvalidField("properties", "property %q is in the reserved %q namespace", re.Property, wal.ReservedPrefix).
+			With("property", re.Property).With("reason", "reserved")
 	}
 	req := &broadcast.Request{
 		Message:        broadcast.Message{Type: b.Type, Payload: b.Payload, Properties: b.Properties},

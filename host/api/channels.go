@@ -2,9 +2,13 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/hostd-dev/hostd/builtin/broadcast"
+	"github.com/hostd-dev/hostd/builtin/mapping"
 	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/wire"
 )
@@ -35,7 +39,8 @@ func messageJSON(m *wal.Message) MessageJSON {
 		payload = []byte{} // "" rather than null: payload is always a string
 	}
 	return MessageJSON{Offset: m.Offset, Queue: m.Queue, QueueOffset: m.QueueOffset,
-		TimeTick: wire.Tick(m.Tick), Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: payload, Properties: m.Props}
+		TimeTick: wire.Tick(m.Tick), Time: time.Unix(0, int64(m.Tick)).UTC(), Payload: payload, Properties: m.Props,
+		Kind: m.Kind.String(), Marker: markerName(*m)}
 }
 
 func positionsJSON(in []wal.Position) []wire.Position {
@@ -113,7 +118,12 @@ func RegisterChannels(s *Server, svc ChannelService) {
 			if len(rec.Payload) > 0 && rec.PayloadText != "" {
 				return InvalidField("records", "record %d: give payload or payload_text, not both", i)
 			}
-			recs[i] = wal.Record{Payload: rec.Payload, Props: rec.Properties}
+			// Appends write data records only; the hostd. namespace is
+			// hostd's (the WAL refuses it too, on every write path).
+			if err := wal.CheckProps(i, rec.Properties); err != nil {
+				return reservedProperty(err)
+			}
+			recs[i] = wal.Record{Payload: rec.Payload, Props: rec.Properties, Kind: wal.KindData}
 			if rec.PayloadText != "" {
 				recs[i].Payload = []byte(rec.PayloadText)
 			}
@@ -132,4 +142,29 @@ func RegisterChannels(s *Server, svc ChannelService) {
 		}
 		return WriteJSON(w, http.StatusOK, QueueOffsets{VChannel: v, Min: min, Max: max})
 	})
+}
+
+// markerName returns the name of a marker message ("remap"), "" for any
+// other message. Only a record of kind marker is one, whatever its
+// properties say.
+func markerName(m wal.Message) string {
+	if m.Kind != wal.KindMarker {
+		return ""
+	}
+	if n, ok := mapping.MarkerTypes[m.Props[broadcast.HeaderMessageType]]; ok {
+		return n
+	}
+	return "marker"
+}
+
+// reservedProperty maps a *wal.ReservedPropertyError to 400
+// invalid_argument naming the record's properties field and the property.
+func reservedProperty(err error) *Error {
+	var re *wal.ReservedPropertyError
+	if !errors.As(err, &re) {
+		return nil
+	}
+	return InvalidField(fmt.Sprintf("records[%d].properties", re.Record),
+		"property %q of record %d is in the reserved %q namespace", re.Property, re.Record, wal.ReservedPrefix).
+		With("property", re.Property).With("reason", "reserved")
 }

@@ -374,6 +374,8 @@ func mappingError(err error) *Error {
 		return InvalidField("brokers", "%v", err).With("reason", "unknown_broker")
 	case errors.Is(err, mapping.ErrUnknownPolicy):
 		return InvalidField("policy", "%v", err).With("reason", "unknown_policy")
+	case reservedProperty(err) != nil:
+		return reservedProperty(err)
 	case errors.Is(err, mapping.ErrReserved):
 		return InvalidField("topic", "%v", err).With("reason", "reserved")
 	case errors.Is(err, mapping.ErrInvalid), errors.Is(err, wal.ErrInvalid):

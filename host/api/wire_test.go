@@ -78,6 +78,10 @@ func TestWireJSONUnchanged(t *testing.T) {
 		Time        time.Time         `json:"time"`
 		Payload     []byte            `json:"payload"`
 		Properties  map[string]string `json:"properties,omitempty"`
+		// Added on purpose with record kinds (issue 11): the record's
+		// kind, and the marker's name for kind marker.
+		Kind   string `json:"kind"`
+		Marker string `json:"marker,omitempty"`
 	}
 	type oldAnnounce struct {
 		locks.PresenceEntry
@@ -97,7 +101,7 @@ func TestWireJSONUnchanged(t *testing.T) {
 		{"translation", tr, translationJSON(tr)},
 		{"group offsets", groups, groupOffsetsJSON(groups)},
 		{"append positions", pos, positionsJSON(pos)},
-		{"channel message", oldMessage{msg.Offset, msg.Queue, msg.QueueOffset, msg.Tick, msgTime, msg.Payload, msg.Props}, messageJSON(msg)},
+		{"channel message", oldMessage{msg.Offset, msg.Queue, msg.QueueOffset, msg.Tick, msgTime, msg.Payload, msg.Props, msg.Kind.String(), ""}, messageJSON(msg)},
 		{"lock audit", audit, auditJSON(audit)},
 		{"announce answer", oldAnnounce{*pe, "tok"}, presenceJSON(pe, "tok")},
 		{"presence entry", pe, presenceJSON(pe, "")},

@@ -139,6 +139,9 @@ func (w *WAL) prepare(ctx context.Context, parts []Part) (*appendReq, error) {
 		}
 		size := 0
 		for j, rec := range p.Recs {
+			if err := checkRecord(j, rec); err != nil {
+				return nil, &PartError{Index: i, Queue: p.Queue, Err: err}
+			}
 			s := recordSize(rec)
 			if s > w.cfg.MaxRecordBytes {
 				return nil, &PartError{Index: i, Queue: p.Queue,
@@ -391,7 +394,7 @@ func (w *WAL) tryCommit(ctx context.Context, batch []*appendReq) ([]*appendReq, 
 			ents := make([]Entry, len(part.Recs))
 			for j, rec := range part.Recs {
 				ops = append(ops, catalog.Op{Key: entryKey(st.q.name, st.m.next), Value: encodeEntry(tick, st.m.bytes, rec)})
-				ents[j] = Entry{Offset: st.m.next, Tick: tick, Payload: rec.Payload, Props: rec.Props}
+				ents[j] = Entry{Offset: st.m.next, Tick: tick, Payload: rec.Payload, Props: rec.Props, Kind: rec.Kind}
 				st.m.bytes += uint64(recordSize(rec))
 				st.m.lastTick = tick
 				st.m.next++

@@ -41,7 +41,19 @@
 //
 //	wal/m/<queue>                 meta: next offset, last tick, bytes, state
 //	wal/n/<queue>                 first retained offset (moved by Trim)
-//	wal/e/<queue>\x00<offset BE8> entry: tick, cumulative bytes, props, payload
+//	wal/e/<queue>\x00<offset BE8> entry: kind, tick, cumulative bytes, props, payload
+//
+// # Record kinds
+//
+// Every entry carries a Kind in the record itself (entry format version
+// 2): KindData for what clients append, KindBroadcast and KindMarker for
+// what hostd writes (broadcast messages; markers such as the remap marker).
+// A Record's zero Kind is data, and an append of a data record carrying a
+// property in the reserved "hostd." namespace fails with a
+// *ReservedPropertyError, so no write path can make a record look like
+// hostd's: recovery and consumers recognize hostd's records by kind, never
+// by properties. Entries written before kinds existed (version 1) decode
+// as KindLegacy; nothing writes that kind.
 //
 // Trim writes only wal/n and entry deletions, so it never conflicts with
 // appends. Delete marks the meta "deleting" first; Open finishes an

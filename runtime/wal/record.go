@@ -143,15 +143,22 @@ func uvarint(b []byte) (uint64, []byte, error) {
 	return v, b[n:], nil
 }
 
-// Entry record layout (version 1):
+// Entry record layout (version 2, written since record kinds exist):
 //
-//	[1]       version
+//	[1]       version (2)
+//	[1]       kind (KindData, KindBroadcast, KindMarker)
 //	uvarint   tick
 //	uvarint   cum: cumulative bytes of the queue before this entry
 //	uvarint   number of properties, then per property (sorted by key):
 //	          uvarint len, key, uvarint len, value
 //	rest      payload
-const entryVersion = 1
+//
+// Version 1 is the same without the kind byte; it still decodes, as
+// KindLegacy. Nothing writes version 1 any more.
+const (
+	entryV1      = 1
+	entryVersion = 2
+)
 
 // recordSize is what an entry counts toward byte retention and batch limits.
 func recordSize(r Record) int {
@@ -164,7 +171,11 @@ func recordSize(r Record) int {
 
 func encodeEntry(tick, cum uint64, r Record) []byte {
 	b := make([]byte, 0, recordSize(r)+24)
-	b = append(b, entryVersion)
+	if r.Kind == KindLegacy {
+		b = append(b, entryV1) // only re-encodes what was decoded (fuzz, tests)
+	} else {
+		b = append(b, entryVersion, byte(r.Kind))
+	}
 	b = binary.AppendUvarint(b, tick)
 	b = binary.AppendUvarint(b, cum)
 	b = binary.AppendUvarint(b, uint64(len(r.Props)))
@@ -191,10 +202,22 @@ func decodeEntry(off uint64, b []byte) (Entry, uint64, error) {
 	if len(b) < 1 {
 		return e, 0, errShort
 	}
-	if b[0] != entryVersion {
+	switch b[0] {
+	case entryV1:
+		e.Kind = KindLegacy
+		b = b[1:]
+	case entryVersion:
+		if len(b) < 2 {
+			return e, 0, errShort
+		}
+		e.Kind = Kind(b[1])
+		if !e.Kind.writable() {
+			return e, 0, fmt.Errorf("unknown record kind %d", b[1])
+		}
+		b = b[2:]
+	default:
 		return e, 0, fmt.Errorf("unknown entry version %d", b[0])
 	}
-	b = b[1:]
 	var err error
 	var cum, n uint64
 	if e.Tick, b, err = uvarint(b); err != nil {

@@ -33,6 +33,7 @@ type Message struct {
 	Position
 	Payload []byte
 	Props   map[string]string
+	Kind    Kind // who wrote it: data, broadcast, marker (or legacy)
 }
 
 // Resolver turns vchannels (logic queues) into physical queues: the
@@ -138,7 +139,7 @@ func (d *Direct) Read(ctx context.Context, vchannel string, from uint64, limit i
 	for i, e := range ents {
 		out[i] = Message{
 			Position: Position{VChannel: vchannel, Offset: e.Offset, Queue: vchannel, QueueOffset: e.Offset, Tick: e.Tick},
-			Payload:  e.Payload, Props: e.Props,
+			Payload:  e.Payload, Props: e.Props, Kind: e.Kind,
 		}
 	}
 	return out, nil

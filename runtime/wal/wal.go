@@ -20,10 +20,12 @@ import (
 )
 
 // Record is what a caller appends: a payload and string properties
-// (headers). The offset and time tick are assigned by the log.
+// (headers), and its Kind (data unless hostd writes it; see Kind). The
+// offset and time tick are assigned by the log.
 type Record struct {
 	Payload []byte
 	Props   map[string]string
+	Kind    Kind
 }
 
 // Entry is one stored record with its log-assigned offset and time tick.
@@ -32,6 +34,7 @@ type Entry struct {
 	Tick    uint64 // hybrid timestamp, Unix nanoseconds; see Time
 	Payload []byte
 	Props   map[string]string
+	Kind    Kind // KindLegacy for entries written before kinds existed
 }
 
 // Time returns the entry's tick as a wall-clock time.
