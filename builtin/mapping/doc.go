@@ -80,9 +80,14 @@
 // record and waits while a delete or remap holds the queue); Lag and Describe report max−committed, and a
 // committed offset below min is reported Expired with the current min.
 // AppendOpts with a producer id and sequence stores the producer's last
-// (seq, first offset, count) in the same commit as the entries
-// (wal.AppendWith); a retry of the same seq returns the original
-// positions. ApplyRetention (Run calls it every RetentionInterval) trims
+// ProducerWindow (16) appends — (seq, first offset, count) each — in the
+// same commit as the entries (wal.AppendWith), per producer and logic
+// queue: a retry of any seq in that window returns its original
+// positions (a pipelining producer may retry any of its in-flight
+// appends), a seq older than the window or one inside it that was never
+// appended is ErrSequence, and seqs must otherwise increase. Records
+// written before the window existed hold only the latest append and load
+// as a window of one. ApplyRetention (Run calls it every RetentionInterval) trims
 // by age and bytes on every physical queue of a logic queue, the open
 // leader and the control channel included, drops closed segments whose
 // data is gone (optimistic check on the queue record) and deletes

@@ -26,7 +26,9 @@ var (
 	ErrOutOfRange = errors.New("mapping: offset out of range")
 	// ErrReserved: the operation is not allowed on the control topic.
 	ErrReserved = errors.New("mapping: reserved topic")
-	// ErrSequence: a producer sequence number older than the last one.
+	// ErrSequence: a producer sequence number below the last one that is
+	// not a retry of one of the last ProducerWindow appends (older than
+	// the window, or never appended).
 	ErrSequence = errors.New("mapping: producer sequence out of order")
 )
 

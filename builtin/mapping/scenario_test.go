@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -629,5 +630,70 @@ func TestDirectResolverCompatibleControl(t *testing.T) {
 		if err := r.Check(ctx, bad); !errors.Is(err, wal.ErrNoChannel) {
 			t.Fatalf("Check(%q) = %v", bad, err)
 		}
+	}
+}
+
+// A pipelining producer: several appends in flight, then retries of any of
+// the last ProducerWindow seqs (also concurrently, also after a restart)
+// are duplicates answered with their original offsets; older seqs are a
+// clear ErrSequence; nothing is appended twice.
+func TestProducerWindow(t *testing.T) {
+	e := newEnv(t, mapping.Config{Brokers: brokers("a")})
+	e.apply(t, mapping.Change{Kind: mapping.KindCreate, Topic: "t", Queues: 1, Brokers: []string{"a"}})
+	const n = 40
+	first := map[uint64]uint64{}
+	for s := uint64(1); s <= n; s++ {
+		recs := make([]wal.Record, 1+s%3)
+		pos, dup, err := e.m.AppendOpts(ctx, "t/0", recs, mapping.AppendOptions{ProducerID: "p", Seq: s})
+		if err != nil || dup || len(pos) != len(recs) {
+			t.Fatalf("seq %d: %+v %v %v", s, pos, dup, err)
+		}
+		first[s] = pos[0].Offset
+	}
+	_, max, _ := e.m.Bounds(ctx, "t/0")
+	check := func(m *mapping.Mapping) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n*2)
+		for s := uint64(n - mapping.ProducerWindow + 1); s <= n; s++ {
+			for k := 0; k < 2; k++ {
+				wg.Add(1)
+				go func(s uint64) {
+					defer wg.Done()
+					pos, dup, err := m.AppendOpts(ctx, "t/0", make([]wal.Record, 1+s%3), mapping.AppendOptions{ProducerID: "p", Seq: s})
+					if err != nil || !dup || len(pos) != int(1+s%3) || pos[0].Offset != first[s] {
+						errs <- fmt.Errorf("retry of seq %d: %+v dup=%v %v (first offset was %d)", s, pos, dup, err, first[s])
+					}
+				}(s)
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		_, _, err := m.AppendOpts(ctx, "t/0", []wal.Record{{}}, mapping.AppendOptions{ProducerID: "p", Seq: n - mapping.ProducerWindow})
+		if !errors.Is(err, mapping.ErrSequence) || !strings.Contains(err.Error(), "older than the last 16") {
+			t.Fatalf("seq just outside the window: %v", err)
+		}
+		if _, m2, _ := m.Bounds(ctx, "t/0"); m2 != max {
+			t.Fatalf("retries appended: max %d, want %d", m2, max)
+		}
+	}
+	check(e.m)
+	e = reopen(t, e)
+	check(e.m)
+	// The window is per producer and logic queue: another producer starts
+	// fresh, and a new seq still appends.
+	if _, dup, err := e.m.AppendOpts(ctx, "t/0", []wal.Record{{}}, mapping.AppendOptions{ProducerID: "q", Seq: 1}); err != nil || dup {
+		t.Fatalf("other producer: %v %v", dup, err)
+	}
+	if pos, dup, err := e.m.AppendOpts(ctx, "t/0", []wal.Record{{}}, mapping.AppendOptions{ProducerID: "p", Seq: n + 5}); err != nil || dup || pos[0].Offset != max+1 {
+		t.Fatalf("next seq: %+v %v %v", pos, dup, err)
+	}
+	// A seq inside the window's range that was never appended is not a
+	// retry: out of order.
+	if _, _, err := e.m.AppendOpts(ctx, "t/0", []wal.Record{{}}, mapping.AppendOptions{ProducerID: "p", Seq: n + 2}); !errors.Is(err, mapping.ErrSequence) {
+		t.Fatalf("gap seq: %v", err)
 	}
 }
