@@ -14,6 +14,7 @@ import (
 // Vchannel read/append types on the wire.
 type (
 	ReadResult    = wire.ReadResult
+	Message       = wire.ChannelMessage
 	ChannelRecord = wire.AppendRecord
 	AppendRequest = wire.AppendRequest
 	AppendResult  = wire.AppendResult

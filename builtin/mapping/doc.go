@@ -79,6 +79,10 @@
 // commit (a RangeCheck over the offsets; a group commit checks the queue
 // record and waits while a delete or remap holds the queue); Lag and Describe report max−committed, and a
 // committed offset below min is reported Expired with the current min.
+// The remap broadcast's record in each moved queue is a marker
+// (wal.KindMarker, MarkerTypes): it takes a logic offset like any
+// message, and readers tell it from data by its kind (the read API shows
+// "marker": "remap"; hostd channel read hides it unless --markers).
 // AppendOpts with a producer id and sequence stores the producer's last
 // ProducerWindow (16) appends — (seq, first offset, count) each — in the
 // same commit as the entries (wal.AppendWith), per producer and logic

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -57,15 +58,24 @@ func newChannelBoundsCmd(g *globals) *cobra.Command {
 
 func newChannelReadCmd(g *globals) *cobra.Command {
 	var (
-		from   uint64
-		limit  int
-		wait   time.Duration
-		follow bool
+		from    uint64
+		limit   int
+		wait    time.Duration
+		follow  bool
+		markers bool
 	)
 	cmd := &cobra.Command{
-		Use:   "read VCHANNEL [--from N] [--wait 10s] [--follow]",
+		Use:   "read VCHANNEL [--from N] [--wait 10s] [--follow] [--markers]",
 		Short: "Read messages from a logic offset (across segments); --follow keeps long-polling",
+		Long: `Read messages from a logic offset (across segments); --follow keeps long-polling.
+
+Each message has a kind: data (a client append), broadcast (the broadcast
+engine), marker (written by hostd: a remap leaves a "remap" marker in each
+moved queue) or legacy (written before kinds). Markers take an offset like
+any message but carry no data: they are hidden unless --markers is given
+(the KIND column, or "kind"/"marker" in -o json, tells them apart).`,
 		Example: `  hostd channel read orders/0 --from 0
+  hostd channel read orders/0 --from 0 --markers
   hostd channel read _control/0 --from 42 --follow -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,7 +101,7 @@ func newChannelReadCmd(g *globals) *cobra.Command {
 					}
 					return err
 				}
-				if err := printMessages(g, res, header); err != nil {
+				if err := printMessages(g, res, header, markers); err != nil {
 					return err
 				}
 				header = false
@@ -110,13 +120,28 @@ func newChannelReadCmd(g *globals) *cobra.Command {
 	f.IntVar(&limit, "limit", 100, "messages per request")
 	f.DurationVar(&wait, "wait", 0, "long-poll this long when nothing is there yet (max 60s)")
 	f.BoolVarP(&follow, "follow", "f", false, "keep reading as messages arrive (Ctrl-C to stop)")
+	f.BoolVar(&markers, "markers", false, "also show marker messages (such as the remap marker)")
 	return cmd
 }
 
-func printMessages(g *globals, res *client.ReadResult, header bool) error {
+// printMessages prints one page of a read; marker messages only with
+// markers (a note on stderr counts the hidden ones).
+func printMessages(g *globals, res *client.ReadResult, header, markers bool) error {
+	msgs := res.Messages
+	if !markers {
+		msgs = make([]client.Message, 0, len(res.Messages))
+		for _, m := range res.Messages {
+			if m.Kind != "marker" {
+				msgs = append(msgs, m)
+			}
+		}
+		if n := len(res.Messages) - len(msgs); n > 0 {
+			fmt.Fprintf(g.stderr, "(%d marker message(s) hidden; --markers shows them)\n", n)
+		}
+	}
 	if g.output == "json" {
 		enc := json.NewEncoder(g.stdout)
-		for _, m := range res.Messages {
+		for _, m := range msgs {
 			if err := enc.Encode(m); err != nil {
 				return err
 			}
@@ -124,17 +149,22 @@ func printMessages(g *globals, res *client.ReadResult, header bool) error {
 		return nil
 	}
 	var rows [][]string
-	for _, m := range res.Messages {
+	for _, m := range msgs {
 		props := make([]string, 0, len(m.Properties))
 		for k, v := range m.Properties {
 			props = append(props, k+"="+v)
 		}
+		sort.Strings(props)
+		kind := m.Kind
+		if m.Marker != "" {
+			kind += ":" + m.Marker
+		}
 		rows = append(rows, []string{strconv.FormatUint(m.Offset, 10), m.Time.Format(time.RFC3339Nano),
-			fmt.Sprintf("%s@%d", m.Queue, m.QueueOffset), strings.Join(props, ","), strconv.Quote(string(m.Payload))})
+			fmt.Sprintf("%s@%d", m.Queue, m.QueueOffset), kind, strings.Join(props, ","), strconv.Quote(string(m.Payload))})
 	}
 	var h []string
 	if header {
-		h = []string{"OFFSET", "TIME", "PHYSICAL", "PROPERTIES", "PAYLOAD"}
+		h = []string{"OFFSET", "TIME", "PHYSICAL", "KIND", "PROPERTIES", "PAYLOAD"}
 	}
 	if len(rows) == 0 && header {
 		fmt.Fprintf(g.stderr, "no messages at %d (retained [%d, %d))\n", res.Next, res.Min, res.Max)

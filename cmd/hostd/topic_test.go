@@ -56,10 +56,24 @@ func TestTopicCLI(t *testing.T) {
 		t.Fatalf("append after remap:\n%s", out)
 	}
 	out = cli("channel", "read", "orders/0", "--from", "0")
-	for _, want := range []string{`"one"`, `"two"`, `"three"`, "k=v", "hostd.message.type=topic.remap"} {
+	for _, want := range []string{`"one"`, `"two"`, `"three"`, "k=v", "KIND", "data"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("read output lacks %s:\n%s", want, out)
 		}
+	}
+	// The remap marker (offset 2) is hidden unless --markers.
+	if strings.Contains(out, "topic.remap") || strings.Contains(out, "marker") {
+		t.Fatalf("read shows the remap marker without --markers:\n%s", out)
+	}
+	out = cli("channel", "read", "orders/0", "--from", "0", "--markers")
+	for _, want := range []string{`"one"`, `"three"`, "marker:remap", "hostd.message.type=topic.remap"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("read --markers lacks %s:\n%s", want, out)
+		}
+	}
+	out = cli("channel", "read", "orders/0", "--from", "2", "--limit", "1", "--markers", "-o", "json")
+	if !strings.Contains(out, `"kind":"marker"`) || !strings.Contains(out, `"marker":"remap"`) || !strings.Contains(out, `"offset":2`) {
+		t.Fatalf("read --markers -o json:\n%s", out)
 	}
 	cli("group", "commit", "g1", "orders/0", "2")
 	out = cli("group", "lag", "g1", "orders")
