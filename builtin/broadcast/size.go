@@ -106,16 +106,49 @@ func (e *Engine) checkSize(rec *taskRecord) error {
 		return &TooLargeError{What: "message (payload, properties and headers as one WAL record)", Size: n,
 			Limit: e.o.MaxMessageBytes, LimitOption: "wal max_record_bytes"}
 	}
-	w := worstRecord(*rec)
-	b, err := json.Marshal(&w)
+	n, err := recordSize(rec)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 	}
-	if len(b) > e.o.MaxRecordBytes {
+	if n > e.o.MaxRecordBytes {
 		return &TooLargeError{What: "task record (base64 payload, properties, resource keys, vchannels, idempotency key and scope)",
-			Size: len(b), Limit: e.o.MaxRecordBytes, LimitOption: "catalog max_value_size"}
+			Size: n, Limit: e.o.MaxRecordBytes, LimitOption: "catalog max_value_size"}
 	}
 	return nil
+}
+
+// engineFieldsSize is the JSON size of a worst-case record whose request
+// fields are empty: what the engine may add to any record.
+var engineFieldsSize = func() int {
+	w := worstRecord(taskRecord{})
+	w.LowWater = nil
+	b, _ := json.Marshal(&w)
+	return len(b)
+}()
+
+// recordSize bounds the JSON size of rec's worst case (worstRecord) from
+// above without building it: the engine's fields (engineFieldsSize) plus
+// the request's own fields encoded on their own, plus a low-water mark
+// per vchannel. It over-counts by the few bytes of the empty request
+// fields inside engineFieldsSize; TestRecordSizeBound checks the bound.
+func recordSize(rec *taskRecord) (int, error) {
+	b, err := json.Marshal(struct {
+		Message   Message           `json:"message"`
+		VChannels []string          `json:"vchannels"`
+		Keys      []abi.ResourceKey `json:"keys"`
+		IdemKey   string            `json:"idem_key,omitempty"`
+		Scope     Scope             `json:"scope,omitempty"`
+	}{rec.Message, rec.VChannels, rec.Keys, rec.IdemKey, rec.Scope})
+	if err != nil {
+		return 0, err
+	}
+	vcs, err := json.Marshal(rec.VChannels)
+	if err != nil {
+		return 0, err
+	}
+	// ,"low_water":{"<vc>":18446744073709551615,...}
+	low := len(`,"low_water":{}`) + len(vcs) + len(rec.VChannels)*(1+20)
+	return engineFieldsSize + len(b) + low, nil
 }
 
 // CheckLimits reports whether a broadcast of maxPayload bytes, with the

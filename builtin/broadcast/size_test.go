@@ -3,6 +3,7 @@ package broadcast
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -275,4 +276,33 @@ func TestClipJSON(t *testing.T) {
 			t.Fatalf("clipped a string that fits")
 		}
 	}
+}
+
+// recordSize bounds the worst case's real size from above, closely.
+func TestRecordSizeBound(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		props := rapid.MapOf(rapid.String(), rapid.String()).Draw(rt, "props")
+		rec := taskRecord{
+			Message:   Message{Type: rapid.String().Draw(rt, "type"), Payload: rapid.SliceOf(rapid.Byte()).Draw(rt, "payload"), Properties: props},
+			VChannels: rapid.SliceOf(rapid.String()).Draw(rt, "vcs"),
+			IdemKey:   rapid.String().Draw(rt, "idem"),
+			Scope:     Scope{Kind: rapid.SampledFrom([]string{"", "cluster", "database"}).Draw(rt, "kind"), ID: rapid.String().Draw(rt, "id")},
+		}
+		for i, n := 0, rapid.IntRange(0, 5).Draw(rt, "nkeys"); i < n; i++ {
+			rec.Keys = append(rec.Keys, abi.ResourceKey{Domain: rapid.String().Draw(rt, "d"), Key: rapid.String().Draw(rt, "k"),
+				Mode: abi.LockMode(rapid.IntRange(0, 1).Draw(rt, "m"))})
+		}
+		w := worstRecord(rec)
+		b, err := json.Marshal(&w)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		n, err := recordSize(&rec)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if n < len(b) || n > len(b)+256 {
+			rt.Fatalf("recordSize %d, real worst case %d", n, len(b))
+		}
+	})
 }
