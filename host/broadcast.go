@@ -77,6 +77,15 @@ func openBroadcast(ctx context.Context, h *Host) error {
 	api.RegisterBroadcasts(h.API(), e, h.messageRole)
 	ready := h.ReadyGate("broadcast recovery")
 	h.AddComponent("broadcast", func(ctx context.Context) error {
+		// Recovered tasks need their plugins' handlers: wait for the
+		// first plugin load (bounded by plugins.init_timeout per plugin).
+		if h.pluginsLoaded != nil {
+			select {
+			case <-h.pluginsLoaded:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		if err := e.Start(ctx); err != nil {
 			return err
 		}

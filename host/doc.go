@@ -5,7 +5,7 @@
 // # Lifecycle
 //
 //	h, err := host.Open(ctx, cfg, host.Options{})   // build everything, start nothing
-//	err = h.Start(ctx)                                // components in order, then the API
+//	err = h.Start(ctx)                                // the API serves, then components in order
 //	...
 //	err = h.Shutdown(ctx)                             // API drains, components stop in reverse,
 //	                                                  // catalog and telemetry close
@@ -33,7 +33,10 @@
 // in reverse. Work that must finish before hostd may be called ready (crash
 // recovery) takes a gate: done := h.ReadyGate("broadcast recovery"), and
 // calls done() when finished; /readyz answers 503 naming the open gates
-// until then.
+// until then. The API serves from the beginning of Start (so /healthz
+// answers and /readyz says what it waits for: "start", "plugins" — the
+// background plugin load, bounded by plugins.init_timeout per instance —
+// and "broadcast recovery", which waits for the plugins).
 //
 // Everything that must be single-writer (the broadcast engine, a
 // committer) is one component, so that a future replicated hostd starts it

@@ -82,6 +82,7 @@ type Host struct {
 	resolver       wal.Resolver
 	mapping        *mapping.Mapping // host/mapping.go
 	plugins        *wasm.Runtime
+	pluginsLoaded  <-chan struct{} // closed when the first plugin load is over
 	broadcastTypes []broadcastType // built-ins registered before openBroadcast
 	broadcast      *broadcast.Engine
 	leases         *locks.Service  // host/locks.go
@@ -246,8 +247,10 @@ func (h *Host) notReady() []string {
 // Ready reports whether every ready gate has passed.
 func (h *Host) Ready() bool { return len(h.notReady()) == 0 }
 
-// Start starts the components in order, then the API. If one fails, those
-// already started are stopped again and the error names the component.
+// Start binds and serves the API, then starts the components in order
+// (/readyz answers 503 with the open gates until Start is done and every
+// gate has passed). If one fails, those already started are stopped again
+// and the error names the component; Shutdown stops the API.
 func (h *Host) Start(ctx context.Context) error {
 	h.mu.Lock()
 	if h.state != stateOpen {
@@ -258,8 +261,15 @@ func (h *Host) Start(ctx context.Context) error {
 	comps := slices.Clone(h.comps)
 	h.mu.Unlock()
 	// Bind first: a busy port or a bad certificate fails before any
-	// component spends time on recovery.
+	// component spends time on recovery. Then serve: /healthz answers at
+	// once and /readyz says which gates (start, plugins, recovery) it
+	// still waits for while the components start; routes of a component
+	// not started yet answer unavailable.
 	if err := h.api.Listen(); err != nil {
+		h.stopComponents(context.WithoutCancel(ctx))
+		return err
+	}
+	if err := h.api.Start(); err != nil {
 		h.stopComponents(context.WithoutCancel(ctx))
 		return err
 	}
@@ -274,10 +284,6 @@ func (h *Host) Start(ctx context.Context) error {
 		c.running = true
 		h.mu.Unlock()
 		h.log.Debug("component started", "component", c.name)
-	}
-	if err := h.api.Start(); err != nil {
-		h.stopComponents(context.WithoutCancel(ctx))
-		return err
 	}
 	h.mu.Lock()
 	delete(h.gates, "start") // opened in Open: the start itself is done

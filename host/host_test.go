@@ -38,6 +38,9 @@ func testConfig(t *testing.T) *config.Config {
 	cfg.API.Listen = "127.0.0.1:0"
 	cfg.Data.Dir = t.TempDir()
 	cfg.API.ShutdownTimeout = 5 * time.Second
+	// A Go guest starts in milliseconds, but this machine may be
+	// overloaded (parallel race-enabled test packages).
+	cfg.Plugins.InitTimeout = 2 * time.Minute
 	return &cfg
 }
 

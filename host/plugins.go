@@ -22,10 +22,14 @@ import (
 // openPlugins builds the Wasm plugin runtime from plugins.*: plugins from
 // plugins.dir (default <data.dir>/plugins) and plugins.list, the
 // compilation cache in <data.dir>/wasm-cache, plugin KV in the catalog.
-// A plugin that fails to load is logged and shown by `hostd plugin ls`; it
+// The plugins load in the background once the component starts (the API
+// is serving by then), behind the "plugins" ready gate; each instance's
+// start is bounded by plugins.init_timeout. h.pluginsLoaded is closed when
+// that first load is over; the broadcast engine (opened later, which finds
+// its handlers through h.plugins) waits for it before recovering tasks. A
+// plugin that fails to load is logged and shown by `hostd plugin ls`; it
 // does not stop hostd. SIGHUP reloads the plugins, like
-// POST /v1/plugins/reload. The broadcast engine (opened later) finds its
-// handlers through h.plugins.
+// POST /v1/plugins/reload.
 func openPlugins(ctx context.Context, h *Host) error {
 	pc := h.Config().Plugins
 	data := h.Config().Data
@@ -33,6 +37,7 @@ func openPlugins(ctx context.Context, h *Host) error {
 		Dir: pc.Dir,
 		Defaults: wasm.Limits{
 			CallTimeout: pc.CallTimeout,
+			InitTimeout: pc.InitTimeout,
 			MemoryLimit: uint64(pc.MemoryLimit),
 			PoolSize:    pc.PoolSize,
 			KVMaxKeys:   pc.KVMaxKeys,
@@ -68,27 +73,39 @@ func openPlugins(ctx context.Context, h *Host) error {
 			KVMaxKeys: p.KVMaxKeys, KVMaxBytes: int64(p.KVMaxBytes), Interrupt: p.Interrupt,
 		}})
 	}
-	rt, err := wasm.New(ctx, cfg)
-	if rt == nil {
+	rt, err := wasm.Open(cfg)
+	if err != nil {
 		return err
 	}
-	if err != nil {
-		// Already logged per plugin by the runtime; hostd runs without them.
-		h.Logger().Warn("some plugins failed to load; see `hostd plugin ls`", "component", "plugins", "err", err)
-	}
 	h.plugins = rt
+	loaded := make(chan struct{})
+	h.pluginsLoaded = loaded
+	ready := h.ReadyGate("plugins")
+	loadCtx, cancelLoad := context.WithCancel(context.Background())
 	api.RegisterPlugins(h.API(), rt)
 	api.RegisterPluginKVWrites(h.API(), &pluginKVWriter{rt: rt, leases: h.leases,
 		log: h.Logger().With("component", "plugins")})
 
 	stop := make(chan struct{})
 	done := make(chan struct{})
-	h.AddComponent("plugins", func(context.Context) error {
+	h.AddComponent("plugins", func(ctx context.Context) error {
+		stopLoad := context.AfterFunc(ctx, cancelLoad) // Start's context ending stops the load
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		go func() {
 			defer close(done)
 			defer signal.Stop(hup)
+			start := time.Now()
+			err := rt.Reload(loadCtx)
+			stopLoad()
+			if err != nil {
+				// Already logged per plugin by the runtime; hostd runs
+				// without them.
+				h.Logger().Warn("some plugins failed to load; see `hostd plugin ls`", "component", "plugins", "err", err)
+			}
+			h.Logger().Info("plugins loaded", "component", "plugins", "plugins", len(rt.List()), "took", time.Since(start))
+			ready()
+			close(loaded)
 			for {
 				select {
 				case <-hup:
@@ -103,6 +120,7 @@ func openPlugins(ctx context.Context, h *Host) error {
 		}()
 		return nil
 	}, func(context.Context) error {
+		cancelLoad() // an initial load still running ends at once
 		select {
 		case <-stop:
 		default:

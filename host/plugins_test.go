@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +156,79 @@ func TestPluginInterruptSetting(t *testing.T) {
 	}
 	if got["fast"] != "instrumented" || got["plain"] != "close-on-context-done" {
 		t.Fatalf("interrupt modes %v", got)
+	}
+}
+
+// A plugin whose initialization never returns: the API serves while the
+// plugins load (/healthz at once, /readyz waiting for "plugins"), the
+// plugin fails to load after plugins.init_timeout with an init-timeout
+// error naming it, and hostd then becomes ready without it.
+func TestPluginInitTimeoutDoesNotBlockTheAPI(t *testing.T) {
+	loop := wasmtest.Build(t, "testdata/initloop")
+	echo := wasmtest.Build(t, "../runtime/wasm/testdata/echo")
+	cfg := testConfig(t)
+	cfg.Plugins.PoolSize = 1
+	cfg.Plugins.InitTimeout = 3 * time.Second
+	pdir := filepath.Join(cfg.Data.Dir, "plugins")
+	copyPlugin(t, loop, pdir, "initloop.wasm")
+	copyPlugin(t, echo, pdir, "echo.wasm")
+	if err := os.Symlink(wasmtest.CacheDir(), filepath.Join(cfg.Data.Dir, "wasm-cache")); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Open(context.Background(), cfg, Options{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Shutdown(context.Background()) })
+	started := make(chan error, 1)
+	begin := time.Now()
+	go func() { started <- h.Start(context.Background()) }()
+	var url string
+	for url == "" {
+		select {
+		case err := <-started:
+			t.Fatalf("Start returned before the plugin's init timeout: %v", err)
+		case <-time.After(5 * time.Millisecond):
+		}
+		url = h.URL()
+	}
+	c, err := client.New(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Health(ctx); err != nil {
+		t.Fatalf("healthz while plugins load: %v", err)
+	}
+	err = c.Ready(ctx)
+	var ce *client.Error
+	if !errors.As(err, &ce) || !strings.Contains(fmt.Sprint(ce.Details["waiting"]), "plugins") {
+		t.Fatalf("readyz while plugins load: %v", err)
+	}
+	if healthy := time.Since(begin); healthy > cfg.Plugins.InitTimeout {
+		t.Logf("note: the API answered only after %v", healthy)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("started in %v", time.Since(begin))
+	if err := c.Ready(ctx); err != nil {
+		t.Fatalf("readyz after the load: %v", err)
+	}
+	l, err := c.ListPlugins(ctx, client.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loopErr string
+	for _, p := range l.Items {
+		if p.Name == "initloop" {
+			loopErr = p.Error
+		}
+	}
+	if !strings.Contains(loopErr, "plugin initloop") || !strings.Contains(loopErr, "did not return within the 3s init timeout") {
+		t.Fatalf("initloop error %q", loopErr)
+	}
+	if _, err := h.plugins.Ack(ctx, &abi.Message{Type: "Echo", Payload: []byte("ok")}); err != nil {
+		t.Fatalf("the other plugin: %v", err)
 	}
 }

@@ -15,6 +15,12 @@ type Plugins struct {
 	Dir string `koanf:"dir"`
 	// CallTimeout bounds one plugin call. Default 5s.
 	CallTimeout time.Duration `koanf:"call_timeout"`
+	// InitTimeout bounds the start of one plugin instance (instantiation,
+	// the module's start function, _initialize); a plugin that does not
+	// start within it fails to load with an init-timeout error naming it.
+	// Plugins load in the background while the API serves (/readyz waits
+	// for them). Default 10s (0 < init_timeout <= 10m).
+	InitTimeout time.Duration `koanf:"init_timeout"`
 	// MemoryLimit is the most linear memory one instance may use.
 	// Default 64MiB (64KiB..4GiB; a Go guest needs at least 2240KiB).
 	MemoryLimit ByteSize `koanf:"memory_limit"`
@@ -58,13 +64,16 @@ type Plugin struct {
 var pluginNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 func defaultPlugins() Plugins {
-	return Plugins{CallTimeout: 5 * time.Second, MemoryLimit: 64 << 20, KVMaxKeys: 100000, KVMaxBytes: 64 << 20}
+	return Plugins{CallTimeout: 5 * time.Second, InitTimeout: 10 * time.Second, MemoryLimit: 64 << 20, KVMaxKeys: 100000, KVMaxBytes: 64 << 20}
 }
 
 const minPluginMemory = 64 << 10 // one page; a Go guest needs 35 (2240KiB)
 
 func (c *Plugins) validate(p *problems) {
 	positive(p, "plugins.call_timeout", c.CallTimeout)
+	if c.InitTimeout <= 0 || c.InitTimeout > 10*time.Minute {
+		p.addOnce("plugins.init_timeout", "must be > 0 and <= 10m, got %s", c.InitTimeout)
+	}
 	if c.MemoryLimit < minPluginMemory || c.MemoryLimit > 4<<30 {
 		p.addOnce("plugins.memory_limit", "must be between %s (one page; a Go guest needs 2240KiB) and 4GiB, got %s", ByteSize(minPluginMemory), c.MemoryLimit)
 	}

@@ -58,3 +58,21 @@ func TestPluginListProblems(t *testing.T) {
 		}
 	}
 }
+
+// plugins.init_timeout: 10s by default, from the environment, validated.
+func TestPluginInitTimeout(t *testing.T) {
+	if d := Default().Plugins.InitTimeout; d != 10*time.Second {
+		t.Fatalf("default init_timeout %v", d)
+	}
+	cfg, err := Load(Source{Env: []string{"HOSTD_PLUGINS__INIT_TIMEOUT=3s"}})
+	if err != nil || cfg.Plugins.InitTimeout != 3*time.Second {
+		t.Fatalf("from env: %v, %v", cfg, err)
+	}
+	for _, bad := range []time.Duration{0, -time.Second, 11 * time.Minute} {
+		cfg := Default()
+		cfg.Plugins.InitTimeout = bad
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "plugins.init_timeout: must be > 0 and <= 10m") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+}

@@ -39,6 +39,11 @@ type Limits struct {
 	// MaxLogBytes caps what one call may write to stdout/stderr and the
 	// log function; the excess is dropped with a note. Default 64 KiB.
 	MaxLogBytes int
+	// InitTimeout bounds the start of one instance: instantiation, the
+	// module's start function and _initialize. A plugin that does not
+	// start within it fails to load with an error wrapping
+	// ErrInitTimeout. Default 10s.
+	InitTimeout time.Duration
 	// Interrupt chooses how a call timeout stops the guest: "" or "auto"
 	// (default: rewrite the module to check an interrupt counter at
 	// function entries, loop headers and bulk instructions; a module that
@@ -81,6 +86,9 @@ func (l Limits) withDefaults(d Limits) Limits {
 	if l.Interrupt == "" {
 		l.Interrupt = d.Interrupt
 	}
+	if l.InitTimeout == 0 {
+		l.InitTimeout = d.InitTimeout
+	}
 	return l
 }
 
@@ -88,6 +96,7 @@ func (l Limits) withDefaults(d Limits) Limits {
 func DefaultLimits() Limits {
 	return Limits{
 		CallTimeout: 5 * time.Second,
+		InitTimeout: 10 * time.Second,
 		MemoryLimit: 64 << 20,
 		PoolSize:    runtime.GOMAXPROCS(0),
 		KVMaxKeys:   100000,
@@ -101,6 +110,9 @@ func (l Limits) validate(path string, errs *[]error) {
 	add := func(f string, a ...any) { *errs = append(*errs, fmt.Errorf(path+": "+f, a...)) }
 	if l.CallTimeout < 0 {
 		add("call_timeout must be > 0, got %s", l.CallTimeout)
+	}
+	if l.InitTimeout < 0 || l.InitTimeout > 10*time.Minute {
+		add("init_timeout must be between 0 (default 10s) and 10m, got %s", l.InitTimeout)
 	}
 	if l.MemoryLimit != 0 && (l.MemoryLimit < 65536 || l.MemoryLimit > 4<<30) {
 		add("memory_limit must be between 64KiB (one page; a Go guest needs 35 pages, 2240KiB) and 4GiB, got %d", l.MemoryLimit)

@@ -92,7 +92,14 @@
 // Limits.Interrupt is InterruptCloseOnContext: then it runs unmodified on
 // a runtime with WithCloseOnContextDone(true), which exits to Go at every
 // loop iteration; Info.Interrupt says which mode a plugin runs in.
-// Closing a version stops its calls in flight through the same watchdogs.
+// Closing a version stops its calls in flight through the same watchdogs,
+// which also cancel the call's context so that a guest blocked in a host
+// call returns (in close-on-context-done mode, the version's context
+// cancels it). Starting an instance (instantiation, StartExport,
+// _initialize) is bounded by Limits.InitTimeout; a start that runs out
+// fails with an error wrapping ErrInitTimeout. Open creates a Runtime
+// without loading (the first Reload loads), for callers that load in the
+// background.
 //
 // An instance whose call failed in any way other than a handler's returned
 // error (trap, panic, proc_exit, timeout, cancellation) is closed and its

@@ -91,6 +91,10 @@ var (
 	// ErrInUse: a reload would remove a message type that pending work
 	// still needs.
 	ErrInUse = errors.New("wasm: message type still in use")
+	// ErrInitTimeout: an instance did not start (instantiation, start
+	// function, _initialize) within the plugin's init timeout; wrapped in
+	// the plugin's *LoadError, or in the start error of a refill.
+	ErrInitTimeout = errors.New("wasm: plugin initialization timed out")
 	// ErrInvalidModule wraps every load error about a module's contents
 	// (not Wasm, wrong ABI, missing or unknown functions, registration
 	// conflicts).

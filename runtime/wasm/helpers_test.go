@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -57,6 +58,11 @@ func copyTo(t testing.TB, src, dir, name string) string {
 func newRuntime(t testing.TB, cfg Config) (*Runtime, error) {
 	t.Helper()
 	cfg.CacheDir = wasmtest.CacheDir()
+	if cfg.Defaults.InitTimeout == 0 {
+		// A Go guest starts in milliseconds, but this machine may be
+		// overloaded (parallel race-enabled test packages).
+		cfg.Defaults.InitTimeout = 2 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

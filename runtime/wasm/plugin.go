@@ -359,12 +359,6 @@ func sig(params, results []api.ValueType) string {
 // injection for the crash-loop backoff test).
 var testStartFault atomic.Pointer[func(plugin string) error]
 
-// initTimeout is the least time _initialize gets. A Go guest's runtime
-// start normally takes milliseconds, but on an overloaded 2-core machine
-// (parallel race-enabled test packages) 10 s was seen to run out; the bound
-// only exists to stop a guest that never returns from init.
-const initTimeout = 30 * time.Second
-
 // instantiate creates an instance and runs _initialize. first records the
 // registrations; later instances must register exactly the same handlers.
 func (v *version) instantiate(ctx context.Context, first bool) (*instance, error) {
@@ -386,15 +380,18 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		WithStderr(inst.stderr)
 	// No WithFS/WithEnv/WithArgs: no filesystem, environment or arguments.
 	// Nanosleep stays wazero's no-op: guests cannot sleep.
-	// Initialization is bounded separately: a short call timeout must not
-	// make a plugin unloadable on a slow machine.
-	ictx, cancel := context.WithTimeout(ctx, max(v.limits.CallTimeout, initTimeout))
+	// Initialization is bounded by its own timeout (Limits.InitTimeout): a
+	// short call timeout must not make a plugin unloadable on a slow
+	// machine, and a guest that never returns from its start function or
+	// _initialize must not hold up the load (or a reload) for long.
+	timeout := v.limits.InitTimeout
+	ictx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ictx = context.WithValue(ictx, stateKey, inst.cs)
 	inst.cs.begin(0, nil, nil)
 	mod, err := v.wrt.InstantiateModule(ictx, v.code, mc)
 	if err != nil {
-		return nil, v.startError("instantiate", err, inst)
+		return nil, v.startError(ctx, ictx, false, "instantiate", err, inst)
 	}
 	inst.mod = mod
 	if v.interrupt == modeInstrumented {
@@ -412,16 +409,16 @@ func (v *version) instantiate(ctx context.Context, first bool) (*instance, error
 		if f == nil || (fn == StartExport && v.interrupt != modeInstrumented) {
 			continue
 		}
-		inst.wd.arm(ictx, max(v.limits.CallTimeout, initTimeout))
+		inst.wd.arm(ictx, timeout, cancel)
 		_, err := f.Call(ictx)
-		inst.wd.disarm()
+		expired := inst.wd.disarm()
 		if err != nil {
 			_ = mod.Close(context.Background())
 			step := fn
 			if fn == StartExport {
 				step = "start function"
 			}
-			return nil, v.startError(step, err, inst)
+			return nil, v.startError(ctx, ictx, expired, step, err, inst)
 		}
 	}
 	inst.stdout.flush()
@@ -461,9 +458,18 @@ func sameRegs(a, b []registration) bool {
 	return true
 }
 
-func (v *version) startError(step string, err error, inst *instance) error {
+// startError describes a failed start of an instance: a timeout (the init
+// timeout passed: expired, or ictx's deadline) wraps ErrInitTimeout, a
+// canceled parent says so; other errors keep wazero's message.
+func (v *version) startError(parent, ictx context.Context, expired bool, step string, err error, inst *instance) error {
 	inst.stdout.flush()
 	inst.stderr.flush()
+	switch {
+	case parent.Err() != nil:
+		return fmt.Errorf("%s: canceled: %w", step, context.Cause(parent))
+	case expired || errors.Is(ictx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: %s did not return within the %s init timeout (plugins.init_timeout)", ErrInitTimeout, step, v.limits.InitTimeout)
+	}
 	msg := err.Error()
 	if tail := inst.stderr.summary(); tail != "" {
 		msg += "; stderr: " + tail
@@ -634,13 +640,19 @@ func (v *version) call(ctx context.Context, kind abi.Kind, name string, id int32
 	}
 	cctx, cancel := context.WithTimeout(ctx, v.limits.CallTimeout)
 	defer cancel()
+	if inst.wd == nil {
+		// Without a watchdog (close-on-context-done), closing the version
+		// ends the call's context directly, so that a guest blocked in a
+		// host call returns too.
+		defer context.AfterFunc(v.ctx, cancel)()
+	}
 	cctx = context.WithValue(cctx, stateKey, inst.cs)
 	cs := inst.cs
 	cs.begin(kind, kv, span)
 	inst.stderr.reset()
 	inst.buf = input(inst.buf[:0])
 	n := uint32(len(inst.buf))
-	inst.wd.arm(ctx, v.limits.CallTimeout)
+	inst.wd.arm(ctx, v.limits.CallTimeout, cancel)
 	callErr := inst.write(cctx, n)
 	if callErr == nil {
 		inst.stack[0], inst.stack[1], inst.stack[2] = api.EncodeI32(id), api.EncodeU32(inst.bufPtr), api.EncodeU32(n)

@@ -50,6 +50,18 @@ type Runtime struct {
 // and in List; the others are loaded and the Runtime is usable. Only a bad
 // Config or an unusable cache directory return a nil Runtime.
 func New(ctx context.Context, cfg Config) (*Runtime, error) {
+	r, err := Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.Reload(ctx)
+}
+
+// Open creates a Runtime without loading any plugin: the first Reload
+// loads them (hostd does that in the background, so that the API serves
+// while plugins start). Errors: a bad Config or an unusable cache
+// directory.
+func Open(cfg Config) (*Runtime, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -72,7 +84,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		mp = metricnoop.NewMeterProvider()
 	}
 	r.m = newMetrics(mp.Meter("github.com/hostd-dev/hostd/runtime/wasm"))
-	return r, r.Reload(ctx)
+	return r, nil
 }
 
 // candidate is one plugin file to load.

@@ -40,6 +40,9 @@ type watchdog struct {
 	expired  bool // the deadline passed while armed
 	killed   bool // the plugin version is closing: stop every call
 	stopCtx  func() bool
+	// cancel ends the call's own context: kill calls it so that a guest
+	// blocked in a host call (which honours that context) returns too.
+	cancel context.CancelFunc
 }
 
 func newWatchdog(counter api.MutableGlobal) *watchdog {
@@ -50,8 +53,8 @@ func newWatchdog(counter api.MutableGlobal) *watchdog {
 }
 
 // arm watches the call about to start: it is stopped when parent ends or
-// after timeout.
-func (w *watchdog) arm(parent context.Context, timeout time.Duration) {
+// after timeout; cancel ends the call's context (see kill).
+func (w *watchdog) arm(parent context.Context, timeout time.Duration, cancel context.CancelFunc) {
 	if w == nil {
 		return
 	}
@@ -60,8 +63,10 @@ func (w *watchdog) arm(parent context.Context, timeout time.Duration) {
 	gen := w.gen
 	w.armed, w.stopping, w.expired = true, false, false
 	w.deadline = time.Now().Add(timeout)
+	w.cancel = cancel
 	if w.killed {
 		w.stopLocked()
+		cancel()
 	} else {
 		w.timer.Reset(timeout)
 	}
@@ -80,6 +85,7 @@ func (w *watchdog) kill() {
 	w.killed = true
 	if w.armed {
 		w.stopLocked()
+		w.cancel()
 	}
 }
 
@@ -95,7 +101,7 @@ func (w *watchdog) disarm() (expired bool) {
 	w.timer.Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.armed, w.stopping = false, false
+	w.armed, w.stopping, w.cancel = false, false, nil
 	w.counter.Set(api.EncodeI32(budget))
 	return w.expired
 }
