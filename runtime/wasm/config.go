@@ -23,7 +23,8 @@ type Limits struct {
 	CallTimeout time.Duration
 	// MemoryLimit is the most linear memory one instance may use, in
 	// bytes (rounded down to 64 KiB pages; a Go guest needs at least 35
-	// pages, 2240 KiB). Default 64 MiB.
+	// pages, 2240 KiB). Tables get a budget of a quarter of it besides
+	// (8 bytes an element; tables.go). Default 64 MiB.
 	MemoryLimit uint64
 	// PoolSize is the number of warm instances. Default GOMAXPROCS.
 	PoolSize int

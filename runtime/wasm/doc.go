@@ -114,6 +114,12 @@
 // crypto/rand (wazero's defaults are fake). stdout and stderr are logged
 // line by line with the plugin's name, within MaxLogBytes per call.
 //
+// Tables (tables.go) are bounded by a budget of MemoryLimit/4 at 8 bytes
+// an element: every table's declared maximum is rewritten so that the
+// maxima add up to at most the budget (table.grow beyond fails), and a
+// module whose tables' minima exceed it, or that imports a table, is
+// refused; this applies in both interrupt modes.
+//
 // Before instantiating, a compiled module's imports are checked against
 // the host functions and WASI functions offered (name and signature) and
 // its exports against ABI v1; the load error names the file and every

@@ -118,19 +118,22 @@ func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byt
 	limits := spec.Limits.withDefaults(r.cfg.Defaults)
 	pages := uint32(limits.MemoryLimit / 65536)
 	mode, why := modeInstrumented, ""
-	run := bin
 	// Validate the module as it is, with wazero's own decoder and
 	// validator, before the rewriter reads it: the rewriter relies on a
 	// valid module, and an invalid one that names the state the rewrite
 	// adds (the counter global, the loop local) would become valid, and
 	// unstoppable, once rewritten.
-	// (In close-on-context-done mode the module is compiled, and so
-	// validated, as it is.)
+	if err := r.validate(ctx, pages, bin); err != nil {
+		return nil, err
+	}
+	// Tables count against the memory budget: bound their maxima.
+	run, err := boundTables(bin, tableBudget(limits.MemoryLimit))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
+	}
 	if limits.Interrupt == InterruptCloseOnContext {
 		mode, why = modeCloseOnDone, "configured (interrupt: "+InterruptCloseOnContext+")"
-	} else if err := r.validate(ctx, pages, bin); err != nil {
-		return nil, err
-	} else if ins, err := instrument(bin); err != nil {
+	} else if ins, err := instrument(run); err != nil {
 		return nil, fmt.Errorf("%w: hostd cannot add its timeout checks to this module (%v); "+
 			"to run it anyway with wazero's slower per-loop check, set interrupt: %s for this plugin (docs/plugin-abi.md, Timeouts)",
 			ErrInvalidModule, err, InterruptCloseOnContext)
