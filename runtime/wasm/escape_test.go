@@ -107,12 +107,15 @@ func TestStartSectionRuns(t *testing.T) {
 // instruction per iteration that takes milliseconds. Counting iterations
 // alone, the rewriter let 16384 of them (tens of seconds) run between two
 // exits to Go.
-func bulkSpinner() []byte {
+func bulkSpinner() []byte { return bulkSpinnerOf(512, 16<<20) }
+
+// bulkSpinnerOf: a memory of pages pages, filling n bytes per iteration.
+func bulkSpinnerOf(pages uint32, n int32) []byte {
 	a := wasmAsm{}
 	return modSpec{
-		memPages: 512,
-		// loop: memory.fill(0, 0, 16 MiB); br 0; end
-		spin: a.cat([]byte{0x03, empty}, a.i32(0), a.i32(0), a.i32(16<<20), []byte{0xfc, 0x0b, 0x00, 0x0c, 0x00, 0x0b}),
+		memPages: pages,
+		// loop: memory.fill(0, 0, n); br 0; end
+		spin: a.cat([]byte{0x03, empty}, a.i32(0), a.i32(0), a.i32(n), []byte{0xfc, 0x0b, 0x00, 0x0c, 0x00, 0x0b}),
 	}.build()
 }
 
