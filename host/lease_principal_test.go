@@ -22,7 +22,7 @@ import (
 // Issue 11: the same idempotency key with a different request is 409
 // conflict naming the original grant.
 func TestLeaseTheftOverHTTP(t *testing.T) {
-	cfg := testConfig(t)
+	cfg := jobsConfig(t) // a real plugin "jobs": KV writes to unknown plugins are 404
 	cfg.API.Tokens = []config.Token{
 		{Name: "ops", Token: "ops-secret-0123456789", Role: "write"},
 		{Name: "thief", Token: "thief-secret-0123456789", Role: "write"},
