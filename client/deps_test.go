@@ -2,8 +2,6 @@ package client
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -14,11 +12,7 @@ import (
 // in through builtin/mapping before the wire types moved to a leaf
 // package).
 func TestClientDependsOnWireOnly(t *testing.T) {
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := exec.LookPath(gobin); err != nil {
-		gobin = "go"
-	}
-	out, err := exec.Command(gobin, "list", "-deps", ".").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list -deps: %v\n%s", err, out)
 	}
