@@ -33,7 +33,7 @@ func TestCheckCatchesDrift(t *testing.T) {
 	}
 	const tick = `"1764633600123456789"`
 	readOK := `{"vchannel":"t/0","messages":[{"offset":0,"physical_queue":"b/0","physical_offset":0,"time_tick":` + tick +
-		`,"time":"2026-01-02T03:04:05Z","payload":"aGk="}],"next":1,"min":0,"max":1}`
+		`,"time":"2026-01-02T03:04:05Z","payload":"aGk=","kind":"data"}],"next":1,"min":0,"max":1}`
 	good := []*Exchange{
 		ex("GET", "/v1/version", "", 200, `{"version":"v","go_version":"go1"}`),
 		ex("GET", "/v1/channels/t/0/messages?from=0&limit=10", "", 200, readOK),
