@@ -76,11 +76,24 @@ func TestCrashChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
+	v := newCrashEnv(t, dir)
+	submitCrashRequests(v)
+	fmt.Println("CHILD-FINISHED-WITHOUT-CRASH")
+}
+
+// newCrashEnv opens the crash children's engine on dir with the counting
+// "count" type that crashRequest submits.
+func newCrashEnv(t *testing.T, dir string) *env {
 	var runs atomic.Int32
 	ref := &storeRef{}
-	v := newEnvAt(t, dir, vcs(3), ref.set, func(e *Engine) {
+	return newEnvAt(t, dir, vcs(3), ref.set, func(e *Engine) {
 		e.Register("count", counterHandler(ref.get, &runs), TypeOptions{})
 	})
+}
+
+// submitCrashRequests submits crashRequest 0..crashN-1 concurrently and
+// waits for every Submit to return (or the failpoint to kill the process).
+func submitCrashRequests(v *env) {
 	var wg sync.WaitGroup
 	for i := 0; i < crashN; i++ {
 		wg.Add(1)
@@ -91,7 +104,6 @@ func TestCrashChild(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	fmt.Println("CHILD-FINISHED-WITHOUT-CRASH")
 }
 
 // Scenario 9: kill -9 at every step; after restart every task completes

@@ -146,25 +146,12 @@ func TestForgeChild(t *testing.T) {
 	if dir == "" {
 		return
 	}
-	var runs atomic.Int32
-	ref := &storeRef{}
-	v := newEnvAt(t, dir, vcs(3), ref.set, func(e *Engine) {
-		e.Register("count", counterHandler(ref.get, &runs), TypeOptions{})
-	})
+	v := newCrashEnv(t, dir)
 	stop := make(chan struct{})
 	var fwg sync.WaitGroup
 	var accepted, refused atomic.Int64
 	forge(v.res, append([]string{ControlChannel}, vcs(3)...), crashN+4, stop, &fwg, &accepted, &refused)
-	var wg sync.WaitGroup
-	for i := 0; i < crashN; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			r := crashRequest(i)
-			v.e.Submit(context.Background(), &r)
-		}(i)
-	}
-	wg.Wait()
+	submitCrashRequests(v)
 	close(stop)
 	fwg.Wait()
 	fmt.Println("CHILD-FINISHED-WITHOUT-CRASH")
