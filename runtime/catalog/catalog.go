@@ -102,6 +102,11 @@ var (
 	ErrClosed = errors.New("catalog: closed")
 	// ErrStop ends a Scan early without error.
 	ErrStop = errors.New("catalog: stop scan")
+	// ErrFenced means the writer's term is over: a store bound to a
+	// leader's term (cluster mode) refuses every commit and sequence
+	// reservation once a newer leader exists. Nothing was applied; the
+	// caller must stop its single-writer work (the replica steps down).
+	ErrFenced = errors.New("catalog: fenced: this replica's leader term is over")
 )
 
 // Key namespaces: every kind of record lives under its own prefix. A package
