@@ -13,8 +13,8 @@
 package etcdtest
 
 import (
+	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -23,6 +23,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/hostd-dev/hostd/internal/testport"
 )
 
 // Options configure Start. Zero values give one member with the defaults
@@ -75,18 +77,36 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Dir = t.TempDir()
 	}
 	c := &Cluster{t: t, opts: opts}
+	t.Cleanup(c.StopAll)
+	// Ports are named before etcd binds them; another process can take
+	// one in between. Such a start is thrown away and tried again on fresh
+	// ports and fresh dirs.
+	var err error
+	for attempt := range 5 {
+		if err = c.startNew(attempt); err == nil || !testport.IsAddrInUse(err) {
+			break
+		}
+		c.StopAll()
+	}
+	if err != nil {
+		t.Fatalf("etcdtest: %v", err)
+	}
+	return c
+}
+
+func (c *Cluster) startNew(attempt int) error {
+	c.members = nil
 	var initial []string
-	for i := 0; i < opts.Members; i++ {
-		m := &member{name: fmt.Sprintf("m%d", i), dir: fmt.Sprintf("%s/m%d", opts.Dir, i)}
-		m.clientURL = url.URL{Scheme: "http", Host: freeAddr(t)}
-		m.peerURL = url.URL{Scheme: "http", Host: freeAddr(t)}
+	for i := 0; i < c.opts.Members; i++ {
+		m := &member{name: fmt.Sprintf("m%d", i), dir: fmt.Sprintf("%s/a%d-m%d", c.opts.Dir, attempt, i)}
+		m.clientURL = url.URL{Scheme: "http", Host: testport.Addr(c.t)}
+		m.peerURL = url.URL{Scheme: "http", Host: testport.Addr(c.t)}
 		initial = append(initial, m.name+"="+m.peerURL.String())
 		c.members = append(c.members, m)
 	}
 	for _, m := range c.members {
 		m.initialCfg = strings.Join(initial, ",")
 	}
-	t.Cleanup(c.StopAll)
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.members))
 	for i, m := range c.members {
@@ -97,12 +117,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("etcdtest: %v", err)
-		}
-	}
-	return c
+	return errors.Join(errs...)
 }
 
 func (c *Cluster) startMember(m *member, state string) error {
@@ -176,10 +191,18 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
-// Restart starts a stopped member i again on its data dir.
+// Restart starts a stopped member i again on its data dir and ports (a
+// port taken meanwhile is waited for, up to 10 s).
 func (c *Cluster) Restart(i int) {
 	c.t.Helper()
-	if err := c.startMember(c.members[i], "existing"); err != nil {
+	var err error
+	for range 20 {
+		if err = c.startMember(c.members[i], "existing"); err == nil || !testport.IsAddrInUse(err) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
 		c.t.Fatalf("etcdtest: %v", err)
 	}
 }
@@ -189,17 +212,4 @@ func (c *Cluster) StopAll() {
 	for i := range c.members {
 		c.Stop(i)
 	}
-}
-
-// freeAddr returns a loopback address with a port free at the time of the
-// call (etcd's peer URLs must be known before it listens).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdtest: %v", err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }

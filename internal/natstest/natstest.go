@@ -14,7 +14,6 @@ package natstest
 
 import (
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/hostd-dev/hostd/internal/testport"
 )
 
 // Options configure Start.
@@ -66,13 +67,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 	c := &Cluster{t: t}
 	clusterPorts := make([]int, opts.Servers)
 	for i := range clusterPorts {
-		clusterPorts[i] = freePort(t)
+		clusterPorts[i] = testport.Pick(t)
 	}
 	for i := 0; i < opts.Servers; i++ {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i),
 			Host:       "127.0.0.1",
-			Port:       freePort(t),
+			Port:       testport.Pick(t),
 			JetStream:  true,
 			StoreDir:   fmt.Sprintf("%s/n%d", opts.Dir, i),
 			NoLog:      true,
@@ -186,15 +187,4 @@ func (c *Cluster) StopAll() {
 	for i := range c.servers {
 		c.Stop(i)
 	}
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("natstest: %v", err)
-	}
-	p := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	return p
 }
