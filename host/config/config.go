@@ -25,6 +25,10 @@ type Config struct {
 	Locks Locks `koanf:"locks"`
 	// Mapping is static topics and logic queues.
 	Mapping Mapping `koanf:"mapping"`
+	// Catalog selects the durable store: embedded Badger or etcd.
+	Catalog Catalog `koanf:"catalog"`
+	// Cluster is this replica's identity in cluster mode (etcd catalog).
+	Cluster Cluster `koanf:"cluster"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -38,6 +42,8 @@ func Default() Config {
 		Broadcast: defaultBroadcast(),
 		Locks:     defaultLocks(),
 		Mapping:   defaultMapping(),
+		Catalog:   defaultCatalog(),
+		Cluster:   defaultCluster(),
 	}
 }
 
@@ -57,6 +63,8 @@ func (c *Config) validate(p *problems) {
 	c.Broadcast.validate(p)
 	c.Locks.validate(p)
 	c.Mapping.validate(p)
+	c.Catalog.validate(p)
+	c.validateCluster(p)
 }
 
 // Problem is one configuration mistake.
