@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,13 +22,17 @@ const (
 
 // openAdmin registers the daemon's administrative operations.
 func openAdmin(_ context.Context, h *Host) error {
+	b, ok := h.store.(Backuper)
+	if !ok {
+		return fmt.Errorf("host: the catalog (%T) cannot stream backups", h.store)
+	}
 	h.api.Handle("POST /v1/admin/backup", api.RoleAdmin, func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Disposition", `attachment; filename="hostd.backup"`)
 		w.Header().Set("Trailer", TrailerBackupError+", "+TrailerBackupVersion)
 		w.WriteHeader(http.StatusOK)
-		ver, err := h.db.Backup(r.Context(), w)
+		ver, err := b.Backup(r.Context(), w)
 		if err != nil {
 			w.Header().Set(TrailerBackupError, err.Error())
 			h.log.Error("backup failed", "err", err, "principal", principalName(r))

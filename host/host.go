@@ -55,6 +55,25 @@ type Options struct {
 	// WrapAPI, if set, wraps the API server's handler (tests: check every
 	// exchange against docs/openapi.json).
 	WrapAPI func(http.Handler) http.Handler
+
+	// Catalog, if set, is the durable store to use instead of opening the
+	// embedded one from cfg.Data (cluster mode: a store bound to one
+	// leader term). The Host does not close it.
+	Catalog catalog.Store
+	// Telemetry, if set, is shared with the caller: the Host neither
+	// builds nor shuts down its own (cluster mode: one telemetry for the
+	// process across leader terms). Its traces must be started.
+	Telemetry *telemetry.Providers
+	// Embedded serves the API only through Host.ServeHTTP: Start binds
+	// no socket (cluster mode: the replica's front server routes to the
+	// term's Host).
+	Embedded bool
+}
+
+// Backuper is a catalog that can stream a consistent backup (both
+// backends do).
+type Backuper interface {
+	Backup(ctx context.Context, w io.Writer) (catalog.Version, error)
 }
 
 // Host is one hostd daemon.
@@ -64,7 +83,8 @@ type Host struct {
 	log   *slog.Logger
 	clock sched.Clock
 	tel   *telemetry.Providers
-	db    *catalog.DB
+	store catalog.Store // the catalog in use: db, or Options.Catalog
+	db    *catalog.DB   // the embedded catalog, when this Host opened it
 	api   *api.Server
 
 	mu    sync.Mutex
@@ -133,27 +153,35 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 	if !cfg.Data.InMemory {
 		dataDir = cfg.Data.Dir
 	}
-	h.tel, err = telemetry.New(ctx, cfg.Telemetry, telemetry.Options{
+	if opts.Telemetry != nil {
+		h.tel = opts.Telemetry
+	} else if h.tel, err = telemetry.New(ctx, cfg.Telemetry, telemetry.Options{
 		ServiceVersion: opts.Version.Version, DataDir: dataDir, Logger: h.log, DeferTraces: true,
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	co := catalog.DefaultOptions(cfg.Data.Dir)
-	co.InMemory = cfg.Data.InMemory
-	co.SyncWrites = cfg.Data.SyncWrites
-	co.GCInterval = cfg.Data.GCInterval
-	co.GCDiscardRatio = cfg.Data.GCDiscardRatio
-	co.Logger = h.log.With("component", "catalog")
-	co.MeterProvider = h.tel.MeterProvider
-	co.Clock = h.clock
-	if h.db, err = catalog.Open(co); err != nil {
-		return nil, fmt.Errorf("host: open catalog: %w", err)
+	if opts.Catalog != nil {
+		h.store = opts.Catalog
+	} else {
+		co := catalog.DefaultOptions(cfg.Data.Dir)
+		co.InMemory = cfg.Data.InMemory
+		co.SyncWrites = cfg.Data.SyncWrites
+		co.GCInterval = cfg.Data.GCInterval
+		co.GCDiscardRatio = cfg.Data.GCDiscardRatio
+		co.Logger = h.log.With("component", "catalog")
+		co.MeterProvider = h.tel.MeterProvider
+		co.Clock = h.clock
+		if h.db, err = catalog.Open(co); err != nil {
+			return nil, fmt.Errorf("host: open catalog: %w", err)
+		}
+		h.store = h.db
 	}
 	// Trace exporters may write into the data directory: only now that
 	// this process holds its lock.
-	if err = h.tel.StartTraces(ctx); err != nil {
-		return nil, err
+	if opts.Telemetry == nil {
+		if err = h.tel.StartTraces(ctx); err != nil {
+			return nil, err
+		}
 	}
 	tokens := make([]api.Token, 0, len(cfg.API.Tokens))
 	for _, t := range cfg.API.Tokens {
@@ -265,13 +293,15 @@ func (h *Host) Start(ctx context.Context) error {
 	// once and /readyz says which gates (start, plugins, recovery) it
 	// still waits for while the components start; routes of a component
 	// not started yet answer unavailable.
-	if err := h.api.Listen(); err != nil {
-		h.stopComponents(context.WithoutCancel(ctx))
-		return err
-	}
-	if err := h.api.Start(); err != nil {
-		h.stopComponents(context.WithoutCancel(ctx))
-		return err
+	if !h.opts.Embedded {
+		if err := h.api.Listen(); err != nil {
+			h.stopComponents(context.WithoutCancel(ctx))
+			return err
+		}
+		if err := h.api.Start(); err != nil {
+			h.stopComponents(context.WithoutCancel(ctx))
+			return err
+		}
 	}
 	for _, c := range comps {
 		if c.start != nil {
@@ -288,9 +318,15 @@ func (h *Host) Start(ctx context.Context) error {
 	h.mu.Lock()
 	delete(h.gates, "start") // opened in Open: the start itself is done
 	h.mu.Unlock()
-	dir := h.db.Dir()
-	if dir == "" {
-		dir = "(in memory)"
+	if h.opts.Embedded {
+		h.log.Info("hostd components started", "instance_id", h.tel.InstanceID, "version", h.opts.Version.Version)
+		return nil
+	}
+	dir := "(in memory)"
+	if h.db == nil {
+		dir = fmt.Sprintf("(catalog %T)", h.store)
+	} else if h.db.Dir() != "" {
+		dir = h.db.Dir()
 	}
 	h.log.Info("hostd started", "addr", h.api.URL(), "data_dir", dir, "instance_id", h.tel.InstanceID,
 		"version", h.opts.Version.Version)
@@ -352,7 +388,7 @@ func (h *Host) closeResources(ctx context.Context) []error {
 			errs = append(errs, fmt.Errorf("host: close catalog: %w", err))
 		}
 	}
-	if h.tel != nil {
+	if h.tel != nil && h.opts.Telemetry == nil {
 		if err := h.tel.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("host: telemetry shutdown: %w", err))
 		}
@@ -384,7 +420,14 @@ func (h *Host) Logger() *slog.Logger { return h.log }
 func (h *Host) Clock() sched.Clock { return h.clock }
 
 // Catalog is the durable store.
-func (h *Host) Catalog() catalog.Store { return h.db }
+func (h *Host) Catalog() catalog.Store { return h.store }
+
+// ServeHTTP serves the API (the front server of a cluster replica calls it
+// for the term's Host, Options.Embedded).
+func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.api.ServeHTTP(w, r) }
+
+// NotReady lists the ready gates still closed (empty: ready).
+func (h *Host) NotReady() []string { return h.notReady() }
 
 // TracerProvider is the daemon's tracer provider (never the global one).
 func (h *Host) TracerProvider() trace.TracerProvider { return h.tel.TracerProvider }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
 // Error codes: stable strings that clients match on. docs/api.md lists them.
@@ -166,6 +168,11 @@ func (s *Server) toAPIError(err error) *Error {
 		}
 	}
 	switch {
+	case errors.Is(err, catalog.ErrFenced):
+		// Cluster mode: the leader term this request ran in ended and
+		// nothing of it was committed. The next leader serves the retry.
+		return Unavailable("this replica stopped leading while serving the request; nothing was committed, retry").
+			With("reason", "fenced").Wrap(err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "the request did not finish within its timeout").Wrap(err)
 	case errors.Is(err, context.Canceled):

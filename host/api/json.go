@@ -126,6 +126,11 @@ func WriteError(w http.ResponseWriter, e *Error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hostd"`)
 	}
+	// 503 is always temporary here (starting, shutting down, no leader,
+	// a leader term just ended): tell clients when to try again.
+	if status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
 	c := capped(e)
 	_ = WriteJSON(w, status, wire.ErrorResponse{Error: &wire.Error{Code: c.Code, Message: c.Message, Details: c.Details}})
 }

@@ -68,6 +68,11 @@ type Options struct {
 	// Wrap, if set, wraps the server's whole handler (tests: check every
 	// exchange against docs/openapi.json, internal/apispec).
 	Wrap func(http.Handler) http.Handler
+	// Fallback, if set, serves every request no registered route matches,
+	// with no auth, limits or spans of this server (a cluster replica's
+	// front server hands them to the leader term's API, local or
+	// forwarded, which does all that itself).
+	Fallback http.Handler
 }
 
 // VersionInfo describes the running binary (GET /v1/version).
@@ -265,6 +270,10 @@ func (s *Server) AuthEnabled() bool { return s.auth.enabled() }
 // the routes cannot be enumerated without a token.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
+	if s.opts.Fallback != nil && !s.isRoute(pattern) {
+		s.opts.Fallback.ServeHTTP(w, r)
+		return
+	}
 	if !s.isRoute(pattern) && s.auth.enabled() && isAPIPath(r.URL.Path) {
 		if _, aerr := s.auth.authorize(r, RoleRead); aerr != nil {
 			WriteError(w, aerr)
