@@ -394,7 +394,7 @@ func (w *WAL) tryCommit(ctx context.Context, batch []*appendReq) ([]*appendReq, 
 			ents := make([]Entry, len(part.Recs))
 			for j, rec := range part.Recs {
 				ops = append(ops, catalog.Op{Key: entryKey(st.q.name, st.m.next), Value: encodeEntry(tick, st.m.bytes, rec)})
-				ents[j] = Entry{Offset: st.m.next, Tick: tick, Payload: rec.Payload, Props: rec.Props, Kind: rec.Kind}
+				ents[j] = Entry{Offset: st.m.next, Tick: tick, Payload: rec.Payload, Props: rec.Props, Kind: rec.Kind, ID: rec.ID}
 				st.m.bytes += uint64(recordSize(rec))
 				st.m.lastTick = tick
 				st.m.next++

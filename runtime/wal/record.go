@@ -160,9 +160,17 @@ const (
 	entryVersion = 2
 )
 
+// propID is the property key under which an entry stores Record.ID. It
+// is in the reserved namespace, so no data record can carry it as a
+// property: decodeEntry returns it as Entry.ID, never in Props.
+const propID = ReservedPrefix + "wal.id"
+
 // recordSize is what an entry counts toward byte retention and batch limits.
 func recordSize(r Record) int {
 	n := len(r.Payload) + 16
+	if r.ID != "" {
+		n += len(propID) + len(r.ID) + 4
+	}
 	for k, v := range r.Props {
 		n += len(k) + len(v) + 4
 	}
@@ -178,16 +186,24 @@ func encodeEntry(tick, cum uint64, r Record) []byte {
 	}
 	b = binary.AppendUvarint(b, tick)
 	b = binary.AppendUvarint(b, cum)
-	b = binary.AppendUvarint(b, uint64(len(r.Props)))
-	keys := make([]string, 0, len(r.Props))
+	keys := make([]string, 0, len(r.Props)+1)
 	for k := range r.Props {
-		keys = append(keys, k)
+		if k != propID || r.ID == "" {
+			keys = append(keys, k)
+		}
+	}
+	if r.ID != "" {
+		keys = append(keys, propID)
 	}
 	sort.Strings(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		v := r.Props[k]
+		if k == propID && r.ID != "" {
+			v = r.ID
+		}
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
@@ -256,8 +272,15 @@ func decodeEntry(off uint64, b []byte) (Entry, uint64, error) {
 			return e, 0, fmt.Errorf("property keys not sorted or duplicated at %q", k)
 		}
 		prev = k
-		e.Props[k] = string(b[:vl])
+		if k == propID && e.Kind != KindLegacy {
+			e.ID = string(b[:vl])
+		} else {
+			e.Props[k] = string(b[:vl])
+		}
 		b = b[vl:]
+	}
+	if len(e.Props) == 0 {
+		e.Props = nil
 	}
 	e.Payload = append([]byte(nil), b...)
 	return e, cum, nil

@@ -26,6 +26,11 @@ type Record struct {
 	Payload []byte
 	Props   map[string]string
 	Kind    Kind
+	// ID, if set, identifies the record for deduplication and reconcile
+	// (the broadcast engine uses broadcast id + "/" + vchannel). It is
+	// stored with the record and read back in Entry.ID; FindIDs and
+	// AppendOnce match it. On JetStream it is also the Nats-Msg-Id.
+	ID string
 }
 
 // Entry is one stored record with its log-assigned offset and time tick.
@@ -34,7 +39,8 @@ type Entry struct {
 	Tick    uint64 // hybrid timestamp, Unix nanoseconds; see Time
 	Payload []byte
 	Props   map[string]string
-	Kind    Kind // KindLegacy for entries written before kinds existed
+	Kind    Kind   // KindLegacy for entries written before kinds existed
+	ID      string // Record.ID ("" if none)
 }
 
 // Time returns the entry's tick as a wall-clock time.
