@@ -42,6 +42,13 @@ func openAdmin(_ context.Context, h *Host) error {
 		h.log.Info("backup streamed", "version", uint64(ver), "duration", time.Since(start), "principal", principalName(r))
 		return nil
 	}, api.WithTimeout(-1))
+	// A cluster replica's front server answers GET /v1/cluster itself;
+	// the embedded daemon (and a term's Host behind that front) says what
+	// it is, so `hostd cluster status` is clear against either.
+	h.api.Handle("GET /v1/cluster", api.RoleRead, func(w http.ResponseWriter, r *http.Request) error {
+		return api.NotFound("this hostd runs embedded (catalog.backend: %s): it is not part of a cluster", h.cfg.Catalog.Backend).
+			With("reason", "embedded")
+	})
 	return nil
 }
 

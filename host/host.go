@@ -70,6 +70,24 @@ type Options struct {
 	Embedded bool
 }
 
+// APITokens are cfg's API tokens as the API server takes them (a cluster
+// replica's front server uses the same).
+func APITokens(cfg *config.Config) ([]api.Token, error) {
+	tokens := make([]api.Token, 0, len(cfg.API.Tokens))
+	for _, t := range cfg.API.Tokens {
+		role, err := api.ParseRole(t.Role)
+		if err != nil {
+			return nil, err
+		}
+		exp, err := t.Expiry()
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, api.Token{Name: t.Name, Secret: t.Token, Role: role, ExpiresAt: exp})
+	}
+	return tokens, nil
+}
+
 // Backuper is a catalog that can stream a consistent backup (both
 // backends do).
 type Backuper interface {
@@ -183,17 +201,9 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Host, err e
 			return nil, err
 		}
 	}
-	tokens := make([]api.Token, 0, len(cfg.API.Tokens))
-	for _, t := range cfg.API.Tokens {
-		role, err := api.ParseRole(t.Role)
-		if err != nil {
-			return nil, err
-		}
-		exp, err := t.Expiry()
-		if err != nil {
-			return nil, err
-		}
-		tokens = append(tokens, api.Token{Name: t.Name, Secret: t.Token, Role: role, ExpiresAt: exp})
+	tokens, err := APITokens(cfg)
+	if err != nil {
+		return nil, err
 	}
 	h.api, err = api.New(api.Options{
 		Listen:            cfg.API.Listen,

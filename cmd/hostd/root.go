@@ -33,6 +33,7 @@ var commands = []func(g *globals) *cobra.Command{
 	newPluginCmd,
 	newTraceCmd,
 	newAPICmd,
+	newClusterCmd,
 }
 
 // Exit codes.

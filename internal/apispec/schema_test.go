@@ -35,6 +35,7 @@ var wireTypes = []any{
 	wire.AnnounceRequest{}, wire.PresenceEntry{}, wire.WithdrawRequest{}, wire.WithdrawResult{},
 	wire.Plugin{}, wire.PluginRegistration{}, wire.PluginLoadError{}, wire.PluginReload{}, wire.PluginKV{},
 	wire.KVFence{}, wire.PluginKVPutRequest{}, wire.PluginKVDeleted{},
+	wire.Cluster{}, wire.ClusterLeader{}, wire.ClusterMember{},
 }
 
 // Types that exist in wire but are no schema of their own: Segment is
