@@ -1,0 +1,762 @@
+package jswal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hostd-dev/hostd/runtime/wal"
+)
+
+// metaQueue is the stream metadata key holding the queue's name (stream
+// names are derived from a hash of it).
+const metaQueue = "hostd_queue"
+
+// Log is the set of physical queues on JetStream, one stream per queue.
+// Safe for concurrent use; appends to one queue are serialized in the
+// process (each carries the expected last sequence, so only one can win).
+type Log struct {
+	o   Options
+	nc  *nats.Conn
+	own bool // nc was dialed by Open: Close closes it
+	js  jetstream.JetStream
+
+	term atomic.Uint64
+	pseq atomic.Uint64
+
+	tmu      sync.Mutex
+	lastTick uint64
+
+	mu     sync.Mutex
+	qs     map[string]*qstate
+	closed bool
+
+	tracer    trace.Tracer
+	mAppends  metric.Int64Counter
+	mFailures metric.Int64Counter
+	mFences   metric.Int64Counter
+	mRetries  metric.Int64Counter
+}
+
+// qstate is the writer's view of one queue. mu serializes appends, fences
+// and trims of the queue in this process; it is held across JetStream
+// requests (nothing else is).
+type qstate struct {
+	mu       sync.Mutex
+	stream   jetstream.Stream // nil until looked up
+	loaded   bool             // tail and tailTerm mirror the stream
+	tail     uint64           // stream sequence of the last message (0: none)
+	tailTerm uint64           // term of the last message
+}
+
+// The JetStream log is a wal.Log.
+var _ wal.Log = (*Log)(nil)
+
+// Open connects (or uses opts.Conn), checks that the server's max_payload
+// can carry the largest record plus its envelope (*PayloadError if not)
+// and that JetStream is enabled, and returns the log.
+func Open(ctx context.Context, opts Options) (*Log, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Log{o: opts, nc: opts.Conn, qs: map[string]*qstate{}}
+	if l.nc == nil {
+		var nopts []nats.Option
+		switch {
+		case opts.CredsFile != "":
+			nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
+		case opts.User != "":
+			nopts = append(nopts, nats.UserInfo(opts.User, opts.Password))
+		case opts.Token != "":
+			nopts = append(nopts, nats.Token(opts.Token))
+		}
+		nc, err := nats.Connect(opts.URL, nopts...)
+		if err != nil {
+			return nil, fmt.Errorf("jswal: connect to %s: %w", opts.URL, err)
+		}
+		l.nc, l.own = nc, true
+	}
+	fail := func(err error) (*Log, error) {
+		if l.own {
+			l.nc.Close()
+		}
+		return nil, err
+	}
+	if need := int64(opts.MaxRecordBytes + Envelope); l.nc.MaxPayload() < need {
+		return fail(&PayloadError{ServerMax: l.nc.MaxPayload(), Need: need})
+	}
+	js, err := jetstream.New(l.nc, jetstream.WithDefaultTimeout(opts.RequestTimeout))
+	if err != nil {
+		return fail(fmt.Errorf("jswal: %w", err))
+	}
+	l.js = js
+	actx, cancel := context.WithTimeout(ctx, opts.RequestTimeout)
+	defer cancel()
+	if _, err := js.AccountInfo(actx); err != nil {
+		return fail(fmt.Errorf("jswal: JetStream not available: %w", err))
+	}
+	l.term.Store(opts.Term)
+	l.tracer = opts.TracerProvider.Tracer("github.com/hostd-dev/hostd/runtime/wal/jswal")
+	m := opts.MeterProvider.Meter("github.com/hostd-dev/hostd/runtime/wal/jswal")
+	l.mAppends, _ = m.Int64Counter("hostd.wal.jetstream.appends", metric.WithDescription("Append calls that stored their records"))
+	l.mFailures, _ = m.Int64Counter("hostd.wal.jetstream.append_failures", metric.WithDescription("Append calls that failed"))
+	l.mFences, _ = m.Int64Counter("hostd.wal.jetstream.fences", metric.WithDescription("term-fence records written"))
+	l.mRetries, _ = m.Int64Counter("hostd.wal.jetstream.retries", metric.WithDescription("publishes retried after a conflict or an unknown outcome"))
+	return l, nil
+}
+
+// Close makes further calls fail with wal.ErrClosed and closes the
+// connection if Open dialed it.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	was := l.closed
+	l.closed = true
+	l.mu.Unlock()
+	if !was && l.own {
+		l.nc.Close()
+	}
+	return nil
+}
+
+// Term returns the writer's current term.
+func (l *Log) Term() uint64 { return l.term.Load() }
+
+// names returns the stream name and subject of queue: the prefix, a
+// readable part of the queue name and a hash of it (stream names may not
+// hold '.', '/', spaces and the like; the hash keeps them unique).
+func (l *Log) names(queue string) (stream, subject string) {
+	sum := sha256.Sum256([]byte(queue))
+	h := hex.EncodeToString(sum[:12])
+	var b strings.Builder
+	for _, r := range queue {
+		if b.Len() >= 32 {
+			break
+		}
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return l.o.StreamPrefix + "_" + b.String() + "_" + h, l.o.StreamPrefix + ".q." + h
+}
+
+func (l *Log) q(queue string) (*qstate, error) {
+	if err := wal.ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, wal.ErrClosed
+	}
+	s := l.qs[queue]
+	if s == nil {
+		s = &qstate{}
+		l.qs[queue] = s
+	}
+	return s, nil
+}
+
+func (l *Log) forget(queue string) {
+	l.mu.Lock()
+	delete(l.qs, queue)
+	l.mu.Unlock()
+}
+
+func (l *Log) rctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.o.RequestTimeout)
+}
+
+// stream returns the queue's stream handle (looked up once).
+func (l *Log) stream(ctx context.Context, queue string, s *qstate) (jetstream.Stream, error) {
+	l.mu.Lock()
+	st := s.stream
+	l.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	name, _ := l.names(queue)
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	st, err := l.js.Stream(rctx, name)
+	if err != nil {
+		return nil, l.streamErr(queue, err)
+	}
+	l.mu.Lock()
+	s.stream = st
+	l.mu.Unlock()
+	return st, nil
+}
+
+func (l *Log) streamErr(queue string, err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		l.forget(queue)
+		return fmt.Errorf("%w: %q", wal.ErrNoQueue, queue)
+	}
+	return fmt.Errorf("jswal: queue %q: %w", queue, err)
+}
+
+// Create creates the queue's stream. Errors: wal.ErrExists, wal.ErrInvalid.
+func (l *Log) Create(ctx context.Context, queue string) error {
+	if _, err := l.q(queue); err != nil {
+		return err
+	}
+	name, subj := l.names(queue)
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	if _, err := l.js.Stream(rctx, name); err == nil {
+		return fmt.Errorf("%w: %q", wal.ErrExists, queue)
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("jswal: create %q: %w", queue, err)
+	}
+	cfg := jetstream.StreamConfig{
+		Name:        name,
+		Description: "hostd physical queue " + queue,
+		Subjects:    []string{subj},
+		Storage:     jetstream.FileStorage,
+		Replicas:    l.o.Replicas,
+		Duplicates:  l.o.Duplicates,
+		MaxMsgSize:  int32(l.o.MaxRecordBytes + Envelope),
+		AllowDirect: true,
+		Metadata:    map[string]string{metaQueue: queue},
+	}
+	if l.o.Storage == Memory {
+		cfg.Storage = jetstream.MemoryStorage
+	}
+	if len(l.o.Placement) > 0 {
+		cfg.Placement = &jetstream.Placement{Tags: l.o.Placement}
+	}
+	if _, err := l.js.CreateStream(rctx, cfg); err != nil {
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("%w: %q", wal.ErrExists, queue)
+		}
+		return fmt.Errorf("jswal: create %q: %w", queue, err)
+	}
+	return nil
+}
+
+// Delete deletes the queue's stream. Errors: wal.ErrNoQueue.
+func (l *Log) Delete(ctx context.Context, queue string) error {
+	s, err := l.q(queue)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	name, _ := l.names(queue)
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	err = l.js.DeleteStream(rctx, name)
+	l.forget(queue)
+	if err != nil {
+		return l.streamErr(queue, err)
+	}
+	return nil
+}
+
+// Queues lists the queues whose names start with prefix, in name order.
+func (l *Log) Queues(ctx context.Context, prefix string) ([]string, error) {
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	lister := l.js.ListStreams(rctx, jetstream.WithStreamListSubject(l.o.StreamPrefix+".q.>"))
+	var out []string
+	for info := range lister.Info() {
+		q, ok := info.Config.Metadata[metaQueue]
+		if ok && strings.HasPrefix(q, prefix) && strings.HasPrefix(info.Config.Name, l.o.StreamPrefix+"_") {
+			out = append(out, q)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("jswal: list queues: %w", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// state returns the stream's sequence range: first and last sequence as
+// JetStream reports them.
+func (l *Log) state(ctx context.Context, queue string) (jetstream.Stream, jetstream.StreamState, error) {
+	s, err := l.q(queue)
+	if err != nil {
+		return nil, jetstream.StreamState{}, err
+	}
+	st, err := l.stream(ctx, queue, s)
+	if err != nil {
+		return nil, jetstream.StreamState{}, err
+	}
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	info, err := st.Info(rctx)
+	if err != nil {
+		return nil, jetstream.StreamState{}, l.streamErr(queue, err)
+	}
+	return st, info.State, nil
+}
+
+// minMax turns a stream's state into offsets: offset = sequence - 1, Max
+// is the last sequence (the next offset), Min the first retained offset.
+func minMax(ss jetstream.StreamState) (uint64, uint64) {
+	mx := ss.LastSeq
+	mn := mx
+	if ss.FirstSeq > 0 && ss.FirstSeq-1 < mx {
+		mn = ss.FirstSeq - 1
+	}
+	return mn, mx
+}
+
+// Bounds returns the retained range. Bytes is the bytes JetStream retains
+// for the queue (not, as on the embedded WAL, every byte ever appended).
+// Errors: wal.ErrNoQueue.
+func (l *Log) Bounds(ctx context.Context, queue string) (wal.Bounds, error) {
+	st, ss, err := l.state(ctx, queue)
+	if err != nil {
+		return wal.Bounds{}, err
+	}
+	mn, mx := minMax(ss)
+	b := wal.Bounds{Min: mn, Max: mx, Bytes: ss.Bytes}
+	if mx > mn {
+		if d, err := l.get(ctx, queue, st, mx); err == nil {
+			b.LastTick = d.entry.Tick
+		}
+	}
+	return b, nil
+}
+
+// Min returns the first retained offset.
+func (l *Log) Min(ctx context.Context, queue string) (uint64, error) {
+	_, ss, err := l.state(ctx, queue)
+	mn, _ := minMax(ss)
+	return mn, err
+}
+
+// Max returns the next offset to be assigned.
+func (l *Log) Max(ctx context.Context, queue string) (uint64, error) {
+	_, ss, err := l.state(ctx, queue)
+	_, mx := minMax(ss)
+	return mx, err
+}
+
+// get reads the message at stream sequence seq.
+func (l *Log) get(ctx context.Context, queue string, st jetstream.Stream, seq uint64) (decoded, error) {
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	m, err := st.GetMsg(rctx, seq)
+	if err != nil {
+		return decoded{}, err
+	}
+	d, err := decodeMsg(m.Sequence, m.Header, m.Data)
+	if err != nil {
+		return d, fmt.Errorf("jswal: queue %q offset %d: %w", queue, seq-1, err)
+	}
+	return d, nil
+}
+
+// Read returns up to limit entries from offset from on, skipping hostd's
+// term-fence records (their offsets are gaps). Errors: wal.ErrNoQueue,
+// *wal.RangeError, wal.ErrInvalid.
+func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([]wal.Entry, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("%w: limit must be > 0, got %d", wal.ErrInvalid, limit)
+	}
+	st, ss, err := l.state(ctx, queue)
+	if err != nil {
+		return nil, err
+	}
+	mn, mx := minMax(ss)
+	if from < mn || from > mx {
+		return nil, &wal.RangeError{Queue: queue, Offset: from, Min: mn, Max: mx}
+	}
+	var out []wal.Entry
+	for seq := from + 1; seq <= mx && len(out) < limit; seq++ {
+		d, err := l.get(ctx, queue, st, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // trimmed while we read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jswal: read %q at %d: %w", queue, seq-1, err)
+		}
+		if !d.fence {
+			out = append(out, d.entry)
+		}
+	}
+	return out, nil
+}
+
+// Wait blocks until an entry at or past offset can be read or ctx ends.
+// It listens to the queue's subject (every append notifies) and looks
+// again every PollInterval in case a notification was missed.
+func (l *Log) Wait(ctx context.Context, queue string, offset uint64) error {
+	if _, err := l.q(queue); err != nil {
+		return err
+	}
+	_, subj := l.names(queue)
+	sub, err := l.nc.SubscribeSync(subj)
+	if err != nil {
+		return fmt.Errorf("jswal: wait on %q: %w", queue, err)
+	}
+	defer sub.Unsubscribe()
+	for {
+		ok, err := l.readable(ctx, queue, offset)
+		if err != nil || ok {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, l.o.PollInterval)
+		_, err = sub.NextMsgWithContext(wctx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("jswal: wait on %q: %w", queue, err)
+		}
+	}
+}
+
+// readable reports whether an entry (not a fence) exists at or past
+// offset, or offset was trimmed (a read there reports the range).
+func (l *Log) readable(ctx context.Context, queue string, offset uint64) (bool, error) {
+	_, ss, err := l.state(ctx, queue)
+	if err != nil {
+		return false, err
+	}
+	mn, mx := minMax(ss)
+	if offset < mn {
+		return true, nil
+	}
+	if mx <= offset {
+		return false, nil
+	}
+	ents, err := l.Read(ctx, queue, offset, 1)
+	if errors.Is(err, wal.ErrOutOfRange) {
+		return true, nil
+	}
+	return len(ents) > 0, err
+}
+
+// NextHint returns the next offset from the writer's cached tail when it
+// has one, else Max.
+func (l *Log) NextHint(ctx context.Context, queue string) (uint64, error) {
+	s, err := l.q(queue)
+	if err != nil {
+		return 0, err
+	}
+	if s.mu.TryLock() {
+		loaded, tail := s.loaded, s.tail
+		s.mu.Unlock()
+		if loaded {
+			return tail, nil
+		}
+	}
+	return l.Max(ctx, queue)
+}
+
+// Trim purges the entries below to (clamped to Max) and returns the new
+// Min. A queue whose last record carries a term (a fenced queue) keeps
+// that record: it is what tells a writer of an older term that it was
+// fenced, so Trim stops one short of Max there.
+func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error) {
+	s, err := l.q(queue)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ss, err := l.state(ctx, queue)
+	if err != nil {
+		return 0, err
+	}
+	mn, mx := minMax(ss)
+	to = min(to, mx)
+	if to == mx && mx > mn {
+		d, err := l.get(ctx, queue, st, mx)
+		if err != nil {
+			return 0, fmt.Errorf("jswal: trim %q: %w", queue, err)
+		}
+		if d.term > 0 {
+			to = mx - 1
+		}
+	}
+	if to <= mn {
+		return mn, nil
+	}
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	if err := st.Purge(rctx, jetstream.WithPurgeSequence(to+1)); err != nil {
+		return 0, fmt.Errorf("jswal: trim %q: %w", queue, l.streamErr(queue, err))
+	}
+	return to, nil
+}
+
+// nextTick returns a tick above every tick this process handed out or saw
+// at a queue's tail: strictly increasing per queue even across writers
+// whose clocks disagree.
+func (l *Log) nextTick(n int) uint64 {
+	l.tmu.Lock()
+	defer l.tmu.Unlock()
+	t := l.lastTick + 1
+	if now := time.Now().UnixNano(); now > 0 && uint64(now) > t {
+		t = uint64(now)
+	}
+	l.lastTick = t + uint64(n) - 1
+	return t
+}
+
+func (l *Log) observeTick(t uint64) {
+	l.tmu.Lock()
+	if t > l.lastTick {
+		l.lastTick = t
+	}
+	l.tmu.Unlock()
+}
+
+// load reads the queue's tail (with s.mu held): its last sequence and the
+// term of its last message. A tail of a higher term than the writer's is
+// a *FencedError; a tail of a lower term is fenced now (a fence record at
+// the writer's term, expected-last-sequence = the tail read), so no writer
+// of an older term can append after this writer's first append.
+func (l *Log) load(ctx context.Context, queue string, s *qstate) error {
+	if s.loaded {
+		return nil
+	}
+	st, ss, err := l.state(ctx, queue)
+	if err != nil {
+		return err
+	}
+	s.tail, s.tailTerm = ss.LastSeq, 0
+	mn, mx := minMax(ss)
+	if mx > mn {
+		d, err := l.get(ctx, queue, st, mx)
+		if err != nil {
+			return fmt.Errorf("jswal: read tail of %q: %w", queue, err)
+		}
+		s.tailTerm = d.term
+		l.observeTick(d.entry.Tick)
+	}
+	term := l.term.Load()
+	if s.tailTerm > term {
+		return &FencedError{Queue: queue, Term: term, By: s.tailTerm}
+	}
+	s.loaded = true
+	if s.tailTerm < term {
+		if err := l.fenceLocked(ctx, queue, st, s, term); err != nil {
+			s.loaded = false
+			return err
+		}
+	}
+	return nil
+}
+
+// Fence raises the writer's term to term (if higher) and writes a term
+// fence into queue unless its tail already carries that term: after it,
+// appends of writers with an older term fail with a *FencedError (theirs
+// carry an expected last sequence that is no longer the tail, and the
+// tail they then read is of a newer term). Reads skip fence records; each
+// takes one offset. Call it for every queue on taking office (appends
+// also fence lazily, before the term's first write to each queue).
+// Errors: *FencedError if the queue already holds a newer term.
+func (l *Log) Fence(ctx context.Context, queue string, term uint64) error {
+	for {
+		cur := l.term.Load()
+		if term <= cur || l.term.CompareAndSwap(cur, term) {
+			break
+		}
+	}
+	s, err := l.q(queue)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loaded = false // read the real tail: fencing on a stale one is useless
+	return l.load(ctx, queue, s)
+}
+
+func (l *Log) fenceLocked(ctx context.Context, queue string, st jetstream.Stream, s *qstate, term uint64) error {
+	_, subj := l.names(queue)
+	m := l.msg(subj, term, l.pseq.Add(1), encodeBody(kindFence, l.nextTick(1), nil, nil))
+	seq, err := l.publish(ctx, queue, s, m, "")
+	if err != nil {
+		return err
+	}
+	s.tail, s.tailTerm = seq, term
+	l.mFences.Add(ctx, 1)
+	l.o.Logger.Debug("fenced queue", "queue", queue, "term", term, "offset", seq-1)
+	return nil
+}
+
+func (l *Log) msg(subj string, term, pseq uint64, body []byte) *nats.Msg {
+	m := nats.NewMsg(subj)
+	m.Header.Set(hdrTerm, strconv.FormatUint(term, 10))
+	m.Header.Set(hdrProducer, l.o.ProducerID)
+	m.Header.Set(hdrProdSeq, strconv.FormatUint(pseq, 10))
+	m.Data = body
+	return m
+}
+
+// errConflict is publish's report of a wrong expected last sequence that
+// was not this writer's own earlier attempt.
+var errConflict = errors.New("jswal: another writer extended the queue")
+
+// publish stores m at s.tail+1 (expected last sequence = s.tail) and
+// returns its sequence, with s.mu held. An attempt whose outcome is
+// unknown (timeout, lost connection) is retried with the same expected
+// sequence and Msg-Id; a wrong-last-sequence answer after such an attempt
+// is resolved by reading s.tail+1: if it holds this writer's message (its
+// producer id and sequence), that attempt was stored. Any other conflict
+// is errConflict (s.loaded is cleared), and a stale ID answered as a
+// duplicate returns the first copy's sequence.
+func (l *Log) publish(ctx context.Context, queue string, s *qstate, m *nats.Msg, id string) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(s.tail), jetstream.WithRetryAttempts(0)}
+	if id != "" {
+		opts = append(opts, jetstream.WithMsgID(id))
+	}
+	unknown := false
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		if attempt > 0 {
+			l.mRetries.Add(ctx, 1)
+		}
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		rctx, cancel := l.rctx(ctx)
+		ack, err := l.js.PublishMsg(rctx, m, opts...)
+		cancel()
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		lastErr = err
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			s.loaded = false
+			if unknown {
+				if st, serr := l.stream(ctx, queue, s); serr == nil {
+					if d, gerr := l.get(ctx, queue, st, s.tail+1); gerr == nil &&
+						d.prod == m.Header.Get(hdrProducer) && strconv.FormatUint(d.pseq, 10) == m.Header.Get(hdrProdSeq) {
+						return s.tail + 1, nil
+					}
+				}
+			}
+			return 0, errConflict
+		case errors.Is(err, jetstream.ErrNoStreamResponse):
+			// Nobody stored it: the stream is gone or has no leader now.
+			if _, _, serr := l.state(ctx, queue); errors.Is(serr, wal.ErrNoQueue) {
+				return 0, serr
+			}
+			time.Sleep(100 * time.Millisecond)
+		case errors.As(err, &apiErr):
+			return 0, fmt.Errorf("jswal: append to %q: %w", queue, err)
+		default:
+			unknown = true // timeout, lost connection: it may have been stored
+		}
+	}
+	if unknown {
+		s.loaded = false
+		return 0, fmt.Errorf("%w: append to %q at offset %d: %w", ErrUnknownOutcome, queue, s.tail, errors.Join(lastErr, ctx.Err()))
+	}
+	return 0, fmt.Errorf("jswal: append to %q: %w", queue, errors.Join(lastErr, ctx.Err()))
+}
+
+// Append appends recs in order, each with the expected last sequence of
+// the queue's tail and, if it has one, its ID as Nats-Msg-Id. A batch is
+// not atomic on JetStream: an error after some records were stored
+// reports them stored (a prefix of the batch); ErrUnknownOutcome says the
+// failing record may be stored too — resolve with wal.AppendOnce from the
+// offset in the error. A record whose ID JetStream saw within its
+// duplicate window is not stored again: its entry has the first copy's
+// offset. Errors: wal.ErrNoQueue, wal.ErrInvalid, wal.ErrTooLarge,
+// wal.ErrClosed, *FencedError, ErrUnknownOutcome.
+func (l *Log) Append(ctx context.Context, queue string, recs []wal.Record) ([]wal.Entry, error) {
+	ctx, span := l.tracer.Start(ctx, "wal.jetstream.Append", trace.WithAttributes(
+		attribute.String("hostd.wal.queue", queue), attribute.Int("hostd.wal.records", len(recs))))
+	defer span.End()
+	ents, err := l.append(ctx, queue, recs)
+	if err != nil {
+		span.RecordError(err)
+		l.mFailures.Add(ctx, 1)
+		return nil, err
+	}
+	l.mAppends.Add(ctx, 1)
+	return ents, nil
+}
+
+func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wal.Entry, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("%w: empty batch", wal.ErrInvalid)
+	}
+	size := 0
+	for i, r := range recs {
+		if r.Kind != wal.KindData && r.Kind != wal.KindBroadcast && r.Kind != wal.KindMarker {
+			return nil, fmt.Errorf("%w: record %d: kind %s cannot be appended", wal.ErrInvalid, i, r.Kind)
+		}
+		if r.Kind == wal.KindData {
+			if err := wal.CheckProps(i, r.Props); err != nil {
+				return nil, err
+			}
+		}
+		if len(r.ID) > MaxIDBytes || strings.ContainsAny(r.ID, "\r\n") {
+			return nil, fmt.Errorf("%w: record %d: ID must be at most %d bytes on one line", wal.ErrInvalid, i, MaxIDBytes)
+		}
+		n := recordSize(r)
+		if n > l.o.MaxRecordBytes {
+			return nil, fmt.Errorf("%w: record %d is %d bytes, max %d", wal.ErrTooLarge, i, n, l.o.MaxRecordBytes)
+		}
+		size += n
+	}
+	if size > l.o.MaxBatchBytes {
+		return nil, fmt.Errorf("%w: batch is %d bytes, max %d", wal.ErrTooLarge, size, l.o.MaxBatchBytes)
+	}
+	s, err := l.q(queue)
+	if err != nil {
+		return nil, err
+	}
+	_, subj := l.names(queue)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tick := l.nextTick(len(recs))
+	out := make([]wal.Entry, 0, len(recs))
+	conflicts := 0
+	for i := 0; i < len(recs); {
+		if err := l.load(ctx, queue, s); err != nil {
+			return nil, err
+		}
+		r := recs[i]
+		t := tick + uint64(i)
+		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(byte(r.Kind), t, r.Props, r.Payload))
+		seq, err := l.publish(ctx, queue, s, m, r.ID)
+		if errors.Is(err, errConflict) && conflicts < 8 {
+			conflicts++ // another writer of this term won the tail: read it again
+			continue
+		}
+		if err != nil {
+			if i > 0 {
+				return nil, fmt.Errorf("jswal: %d of %d records stored at offsets %d..%d: %w", i, len(recs), out[0].Offset, out[i-1].Offset, err)
+			}
+			return nil, err
+		}
+		if seq > s.tail {
+			s.tail, s.tailTerm = seq, l.term.Load()
+		}
+		out = append(out, wal.Entry{Offset: seq - 1, Tick: t, Payload: r.Payload, Props: r.Props, Kind: r.Kind, ID: r.ID})
+		i++
+	}
+	return out, nil
+}

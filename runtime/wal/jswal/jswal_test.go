@@ -1,0 +1,286 @@
+package jswal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/hostd-dev/hostd/internal/natstest"
+	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/runtime/wal/jswal"
+	"github.com/hostd-dev/hostd/runtime/wal/waltest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var prefixN atomic.Int64
+
+// open opens a log on c with its own stream prefix (so each caller sees
+// an empty log), closed by t.Cleanup.
+func open(t *testing.T, c *natstest.Cluster, o jswal.Options) *jswal.Log {
+	t.Helper()
+	if o.Conn == nil && o.URL == "" {
+		o.Conn = c.Conn(t)
+	}
+	if o.StreamPrefix == "" {
+		o.StreamPrefix = fmt.Sprintf("T%d", prefixN.Add(1))
+	}
+	l, err := jswal.Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestConformance runs the backend-neutral suite on one nats-server in the
+// recommended setup: file storage, sync_interval always.
+func TestConformance(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	waltest.Run(t, func(t *testing.T) wal.Log { return open(t, c, jswal.Options{}) })
+}
+
+func TestOptionsValidate(t *testing.T) {
+	err := jswal.Options{Replicas: 2, Storage: "disk", StreamPrefix: "a.b", MaxRecordBytes: -1}.Validate()
+	for _, want := range []string{"wal.jetstream.url", "wal.jetstream.replicas", "wal.jetstream.storage", "wal.jetstream.stream_prefix", "wal.max_record_bytes"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want a problem with %s", err, want)
+		}
+	}
+}
+
+// TestMaxPayloadRefusedAtConnect: a server whose max_payload cannot carry
+// the largest record plus its envelope is refused at Open with a typed
+// error, before anything is appended.
+func TestMaxPayloadRefusedAtConnect(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{MaxPayload: 64 << 10})
+	_, err := jswal.Open(context.Background(), jswal.Options{URL: c.URL()})
+	var pe *jswal.PayloadError
+	if !errors.As(err, &pe) || pe.ServerMax != 64<<10 || pe.Need != 1<<20-4<<10+jswal.Envelope {
+		t.Fatalf("Open: %v, want *PayloadError", err)
+	}
+	if !strings.Contains(err.Error(), "max_payload") {
+		t.Fatalf("error does not say what to change: %v", err)
+	}
+	// A record limit that fits is accepted.
+	l, err := jswal.Open(context.Background(), jswal.Options{URL: c.URL(), MaxRecordBytes: 32 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+}
+
+// TestOldLeaderFenced: writer 1 (term 1) appends; writer 2 takes over
+// with term 2 and fences the queue; writer 1's late append fails with a
+// fenced error and nothing of it is stored, while writer 2 goes on.
+func TestOldLeaderFenced(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	old := open(t, c, jswal.Options{Term: 1, StreamPrefix: "F"})
+	if err := old.Create(ctx, "t/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Append(ctx, "t/0", []wal.Record{{Payload: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	nw := open(t, c, jswal.Options{Term: 1, StreamPrefix: "F"})
+	if err := nw.Fence(ctx, "t/0", 2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := old.Append(ctx, "t/0", []wal.Record{{Payload: []byte("late")}})
+	var fe *jswal.FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, jswal.ErrFenced) || fe.Term != 1 || fe.By != 2 {
+		t.Fatalf("old leader's append: %v, want *FencedError term 1 by 2", err)
+	}
+	// A fresh writer of the old term is refused too (it reads the tail).
+	stale := open(t, c, jswal.Options{Term: 1, StreamPrefix: "F"})
+	if _, err := stale.Append(ctx, "t/0", []wal.Record{{Payload: []byte("stale")}}); !errors.Is(err, jswal.ErrFenced) {
+		t.Fatalf("stale writer: %v, want fenced", err)
+	}
+	if err := old.Fence(ctx, "t/0", 1); !errors.Is(err, jswal.ErrFenced) {
+		t.Fatalf("fence with an older term: %v, want fenced", err)
+	}
+	ents, err := nw.Append(ctx, "t/0", []wal.Record{{Payload: []byte("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents[0].Offset != 3 { // fence of term 1, a, fence of term 2, b
+		t.Fatalf("new leader's append at %d, want 3", ents[0].Offset)
+	}
+	got, err := nw.Read(ctx, "t/0", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || string(got[0].Payload) != "a" || got[0].Offset != 1 || string(got[1].Payload) != "b" || got[1].Offset != 3 {
+		t.Fatalf("read %+v: want a@1, b@3 (the fences skipped)", got)
+	}
+	// Retention keeps the fenced tail, so the fence outlives a full trim.
+	if mn, err := nw.Trim(ctx, "t/0", 100); err != nil || mn != 3 {
+		t.Fatalf("Trim = %d, %v; want 3 (the last record stays)", mn, err)
+	}
+	if _, err := stale.Append(ctx, "t/0", []wal.Record{{Payload: []byte("stale")}}); !errors.Is(err, jswal.ErrFenced) {
+		t.Fatalf("stale writer after trim: %v, want fenced", err)
+	}
+}
+
+// TestLazyFence: a writer with a term fences each queue before its first
+// append there, so an older writer that still holds a cached tail fails
+// even on queues the new one only appends to (never fenced explicitly).
+func TestLazyFence(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	old := open(t, c, jswal.Options{Term: 3, StreamPrefix: "L"})
+	if err := old.Create(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Append(ctx, "q", []wal.Record{{Payload: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	nw := open(t, c, jswal.Options{Term: 4, StreamPrefix: "L"})
+	if _, err := nw.Append(ctx, "q", []wal.Record{{Payload: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Append(ctx, "q", []wal.Record{{Payload: []byte("late")}}); !errors.Is(err, jswal.ErrFenced) {
+		t.Fatalf("old writer: %v, want fenced", err)
+	}
+}
+
+// TestReconcileAmbiguousPublish: a publish whose outcome the writer never
+// learned (here: stored behind its back with the same Msg-Id, as a lost
+// ack leaves it) is found from the low-water offset and not appended
+// again — also after JetStream's duplicate window, which reconcile does
+// not rely on.
+func TestReconcileAmbiguousPublish(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "R", Duplicates: 100 * time.Millisecond})
+	if err := l.Create(ctx, "t/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, "t/1", []wal.Record{{Payload: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	low, err := l.NextHint(ctx, "t/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := []wal.Record{
+		{Payload: []byte("m1"), ID: "41/t/1", Kind: wal.KindBroadcast},
+		{Payload: []byte("m2"), ID: "42/t/1", Kind: wal.KindBroadcast},
+	}
+	// The first record reached the stream, its ack was lost.
+	if _, err := l.Append(ctx, "t/1", recs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	// Within the duplicate window JetStream itself drops the copy.
+	ents, err := l.Append(ctx, "t/1", recs[:1])
+	if err != nil || ents[0].Offset != 1 {
+		t.Fatalf("duplicate within the window: %v, %v; want offset 1", ents, err)
+	}
+	time.Sleep(300 * time.Millisecond) // past the duplicate window
+	ents, err = wal.AppendOnce(ctx, l, "t/1", low, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents[0].Offset != 1 || ents[1].Offset != 2 {
+		t.Fatalf("AppendOnce offsets %d, %d; want 1, 2", ents[0].Offset, ents[1].Offset)
+	}
+	if mx, _ := l.Max(ctx, "t/1"); mx != 3 {
+		t.Fatalf("Max = %d, want 3: a record was appended twice", mx)
+	}
+}
+
+// TestProducerHeaders: every record carries the writer's term, producer
+// id and sequence and its ID as Nats-Msg-Id, so producer state can be
+// rebuilt from a stream's tail.
+func TestProducerHeaders(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	nc := c.Conn(t)
+	l := open(t, c, jswal.Options{Conn: nc, StreamPrefix: "P", ProducerID: "replica-a", Term: 7})
+	if err := l.Create(ctx, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, "p", []wal.Record{{Payload: []byte("x"), ID: "1/p"}}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := streamNames(ctx, js, "P")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("streams: %v, %v", names, err)
+	}
+	s, err := js.Stream(ctx, names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// offset 0 is the lazy fence of term 7, offset 1 the record.
+	m, err := s.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Header
+	if h.Get("Hostd-Producer") != "replica-a" || h.Get("Hostd-Producer-Seq") == "" || h.Get("Hostd-Term") != "7" || h.Get(nats.MsgIdHdr) != "1/p" {
+		t.Fatalf("headers %v", h)
+	}
+}
+
+func streamNames(ctx context.Context, js jetstream.JetStream, prefix string) ([]string, error) {
+	var out []string
+	l := js.StreamNames(ctx)
+	for n := range l.Name() {
+		if strings.HasPrefix(n, prefix+"_") {
+			out = append(out, n)
+		}
+	}
+	return out, l.Err()
+}
+
+// TestPlacementTags: on a 3-server cluster whose servers carry zone tags,
+// R1 streams land on the server whose tag the options name.
+func TestPlacementTags(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{Servers: 3, SyncAlways: true, Tags: [][]string{{"az:a"}, {"az:b"}, {"az:c"}}})
+	ctx := ctxT(t)
+	nc := c.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, zone := range []string{"az:a", "az:b", "az:c"} {
+		prefix := fmt.Sprintf("Z%d", i)
+		l := open(t, c, jswal.Options{Conn: nc, StreamPrefix: prefix, Placement: []string{zone}})
+		if err := l.Create(ctx, "topic/0"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Append(ctx, "topic/0", []wal.Record{{Payload: []byte("x")}}); err != nil {
+			t.Fatal(err)
+		}
+		names, err := streamNames(ctx, js, prefix)
+		if err != nil || len(names) != 1 {
+			t.Fatalf("streams: %v, %v", names, err)
+		}
+		s, err := js.Stream(ctx, names[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.CachedInfo().Cluster.Leader, fmt.Sprintf("n%d", i); got != want {
+			t.Fatalf("stream with placement %s on %s, want %s", zone, got, want)
+		}
+	}
+}
