@@ -27,9 +27,18 @@ type BroadcastFilter struct {
 // SubmitBroadcast submits a broadcast and waits as req.Wait says. A wait
 // that ended first comes back with TimedOut set (the broadcast is
 // persisted and will complete); errors are *Error with the API's code.
+// A request without an idempotency key gets a random one (unless
+// WithoutAutoIdempotencyKey), so the call is retried safely when the
+// daemon is briefly unavailable (a cluster electing a new leader): the
+// retry returns the original broadcast, never a second one.
 func (c *Client) SubmitBroadcast(ctx context.Context, req *BroadcastRequest) (*BroadcastResult, error) {
+	if req.IdempotencyKey == "" && c.autoKey {
+		r := *req
+		r.IdempotencyKey = NewIdempotencyKey()
+		req = &r
+	}
 	var out BroadcastResult
-	if err := c.Do(ctx, http.MethodPost, "/v1/broadcasts", req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/v1/broadcasts", req, &out, req.IdempotencyKey != ""); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -3,12 +3,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +20,12 @@ import (
 
 // Client calls one hostd. It is safe for concurrent use.
 type Client struct {
-	base   *url.URL
-	token  string
-	http   *http.Client
-	header http.Header
+	base     *url.URL
+	token    string
+	http     *http.Client
+	header   http.Header
+	attempts int  // tries of a retryable call (WithRetries)
+	autoKey  bool // add an idempotency key to submits and acquires
 }
 
 // Option configures a Client.
@@ -35,6 +40,30 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 // WithHeader adds a header to every request (e.g. traceparent).
 func WithHeader(key, value string) Option {
 	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// WithRetries sets how many times a call that is safe to repeat is tried
+// (default 5; 1 = never retry). Safe calls are reads and writes carrying an
+// idempotency key (SubmitBroadcast and AcquireLock get one by default, see
+// WithoutAutoIdempotencyKey). They are retried when the daemon answers
+// 503 unavailable (starting, shutting down, a cluster electing a leader)
+// or cannot be reached, after the answer's Retry-After (at most 2 s), until
+// the context ends.
+func WithRetries(attempts int) Option {
+	return func(c *Client) { c.attempts = max(1, attempts) }
+}
+
+// WithoutAutoIdempotencyKey stops SubmitBroadcast and AcquireLock from
+// adding a random idempotency key to requests without one. Without a key
+// such a call is never retried: a lost answer could hide a done write.
+func WithoutAutoIdempotencyKey() Option { return func(c *Client) { c.autoKey = false } }
+
+// NewIdempotencyKey returns a random key ("auto-" and 32 hex digits), the
+// one the client adds per call by default.
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "auto-" + hex.EncodeToString(b[:])
 }
 
 // New returns a client for the hostd at addr: a URL ("http://host:port",
@@ -54,7 +83,7 @@ func New(addr string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: address %q: want http://host:port or https://host:port", addr)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{base: u, http: &http.Client{Transport: defaultTransport}, header: http.Header{}}
+	c := &Client{base: u, http: &http.Client{Transport: defaultTransport}, header: http.Header{}, attempts: 5, autoKey: true}
 	for _, o := range opts {
 		o(c)
 	}
@@ -86,6 +115,8 @@ type Error struct {
 	Message string
 	// Details holds structured context (field names, limits, ...).
 	Details map[string]any
+
+	retryAfter int // seconds, from the Retry-After header
 }
 
 func (e *Error) Error() string {
@@ -107,18 +138,49 @@ func IsConflict(err error) bool { return HasCode(err, "conflict") }
 // Do sends in (JSON-encoded unless nil) to method path (which may carry a
 // query) and decodes the JSON response into out (unless nil). A non-2xx
 // answer is returned as *Error.
+// GET requests are retried as WithRetries says; other methods are sent
+// once (use DoIdempotent for a write that carries an idempotency key).
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	return c.do(ctx, method, path, in, out, method == http.MethodGet)
+}
+
+// DoIdempotent is Do for a write that is safe to repeat (it carries an
+// idempotency key): it is retried like a read.
+func (c *Client) DoIdempotent(ctx context.Context, method, path string, in, out any) error {
+	return c.do(ctx, method, path, in, out, true)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any, safe bool) error {
+	var raw []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("client: encode request: %w", err)
 		}
-		body = bytes.NewReader(b)
+		raw = b
 	}
-	resp, err := c.Raw(ctx, method, path, body, "application/json")
-	if err != nil {
-		return err
+	var resp *http.Response
+	for attempt := 1; ; attempt++ {
+		var body io.Reader
+		if raw != nil {
+			body = bytes.NewReader(raw)
+		}
+		var err error
+		resp, err = c.Raw(ctx, method, path, body, "application/json")
+		if err == nil {
+			break
+		}
+		wait, again := retryAfter(err)
+		if !safe || !again || attempt >= c.attempts || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 	defer resp.Body.Close()
 	if out == nil {
@@ -170,11 +232,34 @@ func (c *Client) Raw(ctx context.Context, method, path string, body io.Reader, c
 	return resp, nil
 }
 
+// retryAfter says whether err is worth another try of a safe call, and
+// after how long: 503 unavailable (after its Retry-After, at most 2 s) or
+// no answer at all (the daemon restarting; 250 ms).
+func retryAfter(err error) (time.Duration, bool) {
+	var ae *Error
+	if errors.As(err, &ae) {
+		if ae.Status != http.StatusServiceUnavailable {
+			return 0, false
+		}
+		d := time.Duration(ae.retryAfter) * time.Second
+		if d <= 0 {
+			d = 250 * time.Millisecond
+		}
+		return min(d, 2*time.Second), true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return 0, false
+	}
+	var ue *url.Error
+	return 250 * time.Millisecond, errors.As(err, &ue)
+}
+
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var env wire.ErrorResponse
 	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Code != "" {
-		return &Error{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details}
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		return &Error{Status: resp.StatusCode, Code: env.Error.Code, Message: env.Error.Message, Details: env.Error.Details, retryAfter: ra}
 	}
 	msg := strings.TrimSpace(string(b))
 	if len(msg) > 200 {

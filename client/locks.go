@@ -41,9 +41,14 @@ type PresenceEntry = wire.PresenceEntry
 
 // AcquireLock takes a lease (POST /v1/locks). Errors: *Error with code
 // locked (Details["holders"]), ttl_too_long, invalid_key, canceled, ...
+// Like SubmitBroadcast it adds a random idempotency key when req has none,
+// so a retry after a lost answer returns the same grant.
 func (c *Client) AcquireLock(ctx context.Context, req AcquireLock) (*LockGrant, error) {
+	if req.IdempotencyKey == "" && c.autoKey {
+		req.IdempotencyKey = NewIdempotencyKey()
+	}
 	var g LockGrant
-	if err := c.Do(ctx, "POST", "/v1/locks", req, &g); err != nil {
+	if err := c.do(ctx, "POST", "/v1/locks", req, &g, req.IdempotencyKey != ""); err != nil {
 		return nil, err
 	}
 	return &g, nil
