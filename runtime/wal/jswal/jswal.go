@@ -609,6 +609,10 @@ func (l *Log) msg(subj string, term, pseq uint64, body []byte) *nats.Msg {
 	return m
 }
 
+// testDropAck, set by tests only, turns a stored publish into a timeout
+// (the ack lost on its way back), to exercise the unknown-outcome path.
+var testDropAck func(*nats.Msg) bool
+
 // errConflict is publish's report of a wrong expected last sequence that
 // was not this writer's own earlier attempt.
 var errConflict = errors.New("jswal: another writer extended the queue")
@@ -638,6 +642,9 @@ func (l *Log) publish(ctx context.Context, queue string, s *qstate, m *nats.Msg,
 		rctx, cancel := l.rctx(ctx)
 		ack, err := l.js.PublishMsg(rctx, m, opts...)
 		cancel()
+		if err == nil && testDropAck != nil && testDropAck(m) {
+			err = context.DeadlineExceeded // stored, but the writer never hears it
+		}
 		if err == nil {
 			return ack.Sequence, nil
 		}

@@ -284,3 +284,64 @@ func TestPlacementTags(t *testing.T) {
 		}
 	}
 }
+
+// TestLostAckNotAppendedTwice: the ack of a stored publish is lost (the
+// writer sees a timeout). The retry, with the same expected sequence,
+// meets either JetStream's duplicate (a record with an ID) or a wrong
+// sequence; then the writer reads the expected position, recognizes its
+// own message by producer id and sequence, and reports that offset.
+// Either way the record is in the queue once.
+func TestLostAckNotAppendedTwice(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "A"})
+	if err := l.Create(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Int64
+	jswal.SetDropAck(func(m *nats.Msg) bool { return dropped.Add(1) == 1 })
+	t.Cleanup(func() { jswal.SetDropAck(nil) })
+	for i, r := range []wal.Record{{Payload: []byte("no id")}, {Payload: []byte("with id"), ID: "5/a"}} {
+		dropped.Store(0)
+		ents, err := l.Append(ctx, "a", []wal.Record{r})
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if ents[0].Offset != uint64(i) {
+			t.Fatalf("record %d at %d", i, ents[0].Offset)
+		}
+		if mx, _ := l.Max(ctx, "a"); mx != uint64(i+1) {
+			t.Fatalf("after record %d Max = %d: appended twice", i, mx)
+		}
+	}
+}
+
+// TestWaitSkipsFences: a fence record at the offset a consumer waits for
+// does not wake it; the next data record does.
+func TestWaitSkipsFences(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "W", PollInterval: 20 * time.Millisecond})
+	if err := l.Create(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Fence(ctx, "w", 1); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(short, "w", 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait over a fence: %v, want to block", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Wait(ctx, "w", 0) }()
+	if _, err := l.Append(ctx, "w", []wal.Record{{Payload: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := l.Read(ctx, "w", 0, 10); err != nil || len(ents) != 1 || ents[0].Offset != 1 {
+		t.Fatalf("read = %v, %v; want the record at 1", ents, err)
+	}
+}
