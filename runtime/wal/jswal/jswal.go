@@ -411,18 +411,27 @@ func (l *Log) Wait(ctx context.Context, queue string, offset uint64) error {
 		return fmt.Errorf("jswal: wait on %q: %w", queue, err)
 	}
 	defer sub.Unsubscribe()
+	// A notification may arrive before the stream has stored (and, with
+	// replicas, committed) the message: after one, look again soon and
+	// back off towards PollInterval.
+	d := l.o.PollInterval
 	for {
 		ok, err := l.readable(ctx, queue, offset)
 		if err != nil || ok {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, l.o.PollInterval)
+		wctx, cancel := context.WithTimeout(ctx, d)
 		_, err = sub.NextMsgWithContext(wctx)
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case err == nil:
+			d = min(5*time.Millisecond, l.o.PollInterval)
+		case errors.Is(err, context.DeadlineExceeded):
+			d = min(2*d, l.o.PollInterval)
+		default:
 			return fmt.Errorf("jswal: wait on %q: %w", queue, err)
 		}
 	}

@@ -345,3 +345,14 @@ func TestWaitSkipsFences(t *testing.T) {
 		t.Fatalf("read = %v, %v; want the record at 1", ents, err)
 	}
 }
+
+// TestConformanceR3 runs the suite on the setup docs/jetstream-wal.md
+// recommends for production: a 3-server JetStream cluster, R3 file
+// streams, sync_interval always.
+func TestConformanceR3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 3-server cluster: not in -short")
+	}
+	c := natstest.Start(t, natstest.Options{Servers: 3, SyncAlways: true})
+	waltest.Run(t, func(t *testing.T) wal.Log { return open(t, c, jswal.Options{Replicas: 3}) })
+}
