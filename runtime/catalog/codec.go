@@ -80,3 +80,9 @@ func decodeSeq(key, raw []byte) (uint64, error) {
 	}
 	return v, nil
 }
+
+// EncodeMeta encodes the format record stored under KeyFormat.
+func EncodeMeta(m Meta) []byte { return encodeMeta(m) }
+
+// DecodeMeta decodes the format record; errors are *DecodeError naming key.
+func DecodeMeta(key, raw []byte) (Meta, error) { return decodeMeta(key, raw) }

@@ -61,9 +61,9 @@ type committer struct {
 
 	rounds, txns, writers, committed, conflicts atomic.Uint64
 
-	// testHook, if set (tests only, before any commit), runs at the start
+	// roundHook, if set (tests, through SetRoundHook), runs at the start
 	// of every round with the number of writers taken.
-	testHook func(writers int)
+	roundHook atomic.Pointer[func(writers int)]
 }
 
 // queued returns how many requests wait for the next round (tests).
@@ -267,8 +267,8 @@ func (c *committer) round(q []*request) {
 	if len(reqs) == 0 {
 		return
 	}
-	if c.testHook != nil {
-		c.testHook(len(reqs))
+	if h := c.roundHook.Load(); h != nil {
+		(*h)(len(reqs))
 	}
 	c.rounds.Add(1)
 	c.writers.Add(uint64(len(reqs)))

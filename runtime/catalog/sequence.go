@@ -80,3 +80,16 @@ func (db *DB) NextSequence(ctx context.Context, name string, n uint64) (uint64, 
 	s.next += n
 	return first, nil
 }
+
+// SequenceKey is the record under which the named sequence keeps its
+// durable reservation limit. Other backends (runtime/catalog/etcdcat) use
+// the same key and codec, so a backup carries sequences across backends.
+func SequenceKey(name string) []byte { return []byte(seqPrefix + name) }
+
+// EncodeSequence encodes a sequence record holding limit, the next value
+// never handed out.
+func EncodeSequence(limit uint64) []byte { return encodeSeq(limit) }
+
+// DecodeSequence decodes a sequence record; errors are *DecodeError naming
+// key.
+func DecodeSequence(key, raw []byte) (uint64, error) { return decodeSeq(key, raw) }
