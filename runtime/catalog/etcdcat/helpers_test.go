@@ -1,0 +1,5 @@
+package etcdcat
+
+import "time"
+
+func runtimeGosched() { time.Sleep(time.Millisecond) }
