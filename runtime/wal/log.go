@@ -57,6 +57,17 @@ type Log interface {
 	Close() error
 }
 
+// Fencer is implemented by logs that several writers can reach (jswal):
+// Fence makes every later append of a writer with an older term fail
+// (jswal.ErrFenced), so an old leader's late append cannot land after the
+// new leader's. A new leader fences every queue it may write on taking
+// office, before it reads their tails. The embedded WAL needs no fence:
+// its single writer is the process that opened the catalog (and, on
+// etcd, the catalog's own term compare).
+type Fencer interface {
+	Fence(ctx context.Context, queue string, term uint64) error
+}
+
 // The embedded WAL is a Log.
 var _ Log = (*WAL)(nil)
 

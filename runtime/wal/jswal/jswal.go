@@ -63,8 +63,11 @@ type qstate struct {
 	tailTerm uint64           // term of the last message
 }
 
-// The JetStream log is a wal.Log.
-var _ wal.Log = (*Log)(nil)
+// The JetStream log is a wal.Log and a wal.Fencer.
+var (
+	_ wal.Log    = (*Log)(nil)
+	_ wal.Fencer = (*Log)(nil)
+)
 
 // Open connects (or uses opts.Conn), checks that the server's max_payload
 // can carry the largest record plus its envelope (*PayloadError if not)
