@@ -34,6 +34,7 @@ var commands = []func(g *globals) *cobra.Command{
 	newTraceCmd,
 	newAPICmd,
 	newClusterCmd,
+	newMigrateCmd,
 }
 
 // Exit codes.

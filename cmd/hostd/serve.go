@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hostd-dev/hostd/host"
+	"github.com/hostd-dev/hostd/host/cluster"
 	"github.com/hostd-dev/hostd/host/config"
 )
 
@@ -55,6 +56,15 @@ See docs/config.md. With no configuration at all hostd listens on
 				<-ctx.Done()
 				stop()
 			}()
+			if cfg.ClusterMode() {
+				// A replica: elect a leader through etcd, serve the API
+				// on every replica (docs/cluster.md).
+				n, err := cluster.Open(ctx, cfg, cluster.Options{Version: versionInfo(), LogOutput: g.stderr})
+				if err != nil {
+					return err
+				}
+				return n.Run(ctx)
+			}
 			h, err := host.Open(ctx, cfg, host.Options{Version: versionInfo(), LogOutput: g.stderr})
 			if err != nil {
 				return err

@@ -133,7 +133,8 @@ func (c *Cluster) startMember(m *member, state string) error {
 	cfg.InitialClusterToken = "hostd-test"
 	cfg.TickMs = c.opts.HeartbeatMS
 	cfg.ElectionMs = c.opts.ElectionMS
-	cfg.LogLevel = "error"
+	// Shutdown logs "server closed" at error level: noise in test output.
+	cfg.LogLevel = "fatal"
 	cfg.Logger = "zap"
 	if c.opts.MaxTxnOps > 0 {
 		cfg.MaxTxnOps = c.opts.MaxTxnOps
