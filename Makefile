@@ -99,3 +99,13 @@ bench-full: bench-deps
 SOAK_DURATION ?= 5m
 soak:
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 2h ./e2e/
+
+.PHONY: devcluster
+# devcluster starts a local cluster-mode hostd on loopback: 3 etcd members
+# (the real etcd server, in the hostd-devcluster process) and 3 hostd
+# replicas (bin/hostd) on 127.0.0.1:7071-7073; Ctrl-C stops everything.
+# State stays in ./devcluster (delete it for a fresh cluster).
+# DEVCLUSTER_FLAGS passes flags (-replicas, -port, -dir, ...).
+devcluster: build
+	$(GO) build -o bin/hostd-devcluster ./cmd/hostd-devcluster
+	./bin/hostd-devcluster -hostd bin/hostd $(DEVCLUSTER_FLAGS)
