@@ -115,7 +115,7 @@ hostd cluster up: %d replicas, any of them serves the API
 
   export HOSTD_ADDR=%s
   hostd cluster status
-  hostd broadcast send noop orders/0 --payload hello
+  hostd broadcast send noop orders/0 orders/1 --payload hello
 
 logs: %s/r*/hostd.log — Ctrl-C stops everything (state stays in %s)
 `, len(urls), strings.Join(urls, "\n  "), urls[0], o.dir, o.dir)
