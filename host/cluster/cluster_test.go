@@ -400,3 +400,28 @@ func TestMigrateEmbeddedIntoEtcd(t *testing.T) {
 		t.Fatalf("after migration: %+v %v (ids must grow past %d)", next, err, orig.ID)
 	}
 }
+
+// Sizes on etcd (hard part 7): a broadcast at broadcast.max_payload to
+// every configured vchannel fits etcd's default request limit (1.5 MiB)
+// and completes; one above max_payload is refused before anything is
+// acknowledged.
+func TestMaxPayloadBroadcastOnEtcd(t *testing.T) {
+	etcd := etcdtest.Start(t, etcdtest.Options{})
+	cfg := replicaConfig(t, etcd.Endpoints(), "s0", "/size/")
+	cfg.Broadcast.Vchannels = []string{"orders/0", "orders/1", "orders/2"}
+	r := startReplica(t, cfg)
+	waitLeader(t, []*replica{r})
+	c := clientOf(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	payload := strings.Repeat("x", int(cfg.Broadcast.MaxPayload))
+	res, err := c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: payload,
+		VChannels: cfg.Broadcast.Vchannels, IdempotencyKey: strings.Repeat("k", cfg.Broadcast.MaxKeyLength)})
+	if err != nil || res.State != "TOMBSTONE" {
+		t.Fatalf("max_payload broadcast to %d vchannels: %+v %v", len(cfg.Broadcast.Vchannels), res, err)
+	}
+	_, err = c.SubmitBroadcast(ctx, &client.BroadcastRequest{Type: "noop", PayloadText: payload + "x", VChannels: cfg.Broadcast.Vchannels})
+	if !client.HasCode(err, "too_large") {
+		t.Fatalf("above max_payload: %v", err)
+	}
+}
