@@ -53,16 +53,20 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	return &out, nil
 }
 
+// backendAttr tells these instruments from the etcd catalog's, which have
+// the same names (runtime/catalog/etcdcat).
+var backendAttr = metric.WithAttributes(attribute.String("backend", "badger"))
+
 func (m *metrics) round(d time.Duration, writers, txns int, conflicts int64, failed bool) {
 	ctx := context.Background()
-	m.rounds.Add(ctx, 1)
-	m.txns.Add(ctx, int64(txns))
-	m.writers.Record(ctx, int64(writers))
-	m.latency.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.Bool("failed", failed)))
+	m.rounds.Add(ctx, 1, backendAttr)
+	m.txns.Add(ctx, int64(txns), backendAttr)
+	m.writers.Record(ctx, int64(writers), backendAttr)
+	m.latency.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("backend", "badger"), attribute.Bool("failed", failed)))
 	if conflicts > 0 {
-		m.conflicts.Add(ctx, conflicts)
+		m.conflicts.Add(ctx, conflicts, backendAttr)
 	}
 	if failed {
-		m.failures.Add(ctx, 1)
+		m.failures.Add(ctx, 1, backendAttr)
 	}
 }
