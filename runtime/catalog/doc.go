@@ -112,8 +112,10 @@
 //
 // # etcd
 //
-// Nothing here leaks Badger types. An etcd Store maps Version to
-// ModRevision, Check to Compare(ModRevision), RangeCheck to a Range read
-// plus per-key compares (or a compare on the range's revision), and a
-// round to one Txn; sequences map to a key holding the reserved limit.
+// Nothing here leaks Badger types. runtime/catalog/etcdcat implements the
+// same contract on etcd (Version = ModRevision, rounds = txns split to fit
+// etcd's limits, O(1) range checks through delete generations, a term
+// fence); runtime/catalog/catalogtest is the conformance suite both
+// backends pass. Probe, BackupWriter/ReadBackup and the exported
+// sequence and format codecs exist for it.
 package catalog
