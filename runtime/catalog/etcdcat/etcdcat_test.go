@@ -68,6 +68,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("OpenChecks", func(t *testing.T) { testOpenChecks(t, cli) })
 	t.Run("BackupRestore", func(t *testing.T) { testBackupRestore(t, cli) })
 	t.Run("BadgerToEtcd", func(t *testing.T) { testBadgerToEtcd(t, cli) })
+	t.Run("Telemetry", func(t *testing.T) { testTelemetry(t, cli) })
 }
 
 // campaign puts an election-like key and returns its create revision
