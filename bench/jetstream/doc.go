@@ -11,9 +11,11 @@
 // 10,000 takes minutes, so CI and `make bench` do not run it):
 //
 //   - stream-per-queue (what runtime/wal/jswal does): creating N queues
-//     (ms per queue, with the server's heap and goroutines per stream), and
-//     appends through jswal (expected last sequence, envelope, headers)
-//     spread over the N queues vs raw js.Publish to the same N streams;
+//     (ms per queue, with the server's heap and goroutines per stream), a
+//     writer's first append to each queue (it reads the tail first), and
+//     then appends through jswal (expected last sequence, envelope,
+//     headers) spread over the N queues vs raw js.Publish to the same N
+//     streams;
 //   - stream-per-broker (the alternative cluster.md names): one stream,
 //     one subject per queue, raw publishes with
 //     Nats-Expected-Last-Subject-Sequence over the N subjects, vs the same
