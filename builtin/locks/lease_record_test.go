@@ -24,7 +24,7 @@ func TestSeqKeyIsZeroPadded(t *testing.T) {
 }
 
 // lockRecords lists the keys under the lock namespace.
-func lockRecords(t *testing.T, db *catalog.DB) []string {
+func lockRecords(t *testing.T, db catalog.Store) []string {
 	t.Helper()
 	var keys []string
 	err := db.View(context.Background(), func(r catalog.Reader) error {

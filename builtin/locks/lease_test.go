@@ -20,12 +20,18 @@ type leaseEnv struct {
 	dir   string
 	sync  bool
 	clock *fakeClock
-	store *catalog.DB
+	store catalog.Store
 	svc   *Service
 }
 
-func openStore(t *testing.T, dir string, sync bool) *catalog.DB {
+// openStore opens the catalog of dir: Badger in dir, or, while
+// TestOnEtcd runs, an etcd catalog under a prefix of its own per dir (so
+// that a restart reopens the same records).
+func openStore(t *testing.T, dir string, sync bool) catalog.Store {
 	t.Helper()
+	if onEtcd != nil {
+		return onEtcd.open(t, dir)
+	}
 	o := catalog.DefaultOptions(dir)
 	o.SyncWrites = sync
 	o.GCInterval = 0

@@ -90,7 +90,7 @@ func TestLeaseAsMethodsCheckPrincipal(t *testing.T) {
 
 // putGrantRecord writes a grant record the way an older hostd did (no
 // principal, maybe no fingerprint) and returns its fence.
-func putGrantRecord(t *testing.T, db *catalog.DB, rec map[string]any) uint64 {
+func putGrantRecord(t *testing.T, db catalog.Store, rec map[string]any) uint64 {
 	t.Helper()
 	fence, err := db.NextSequence(context.Background(), fenceSequence, 1)
 	if err != nil {
