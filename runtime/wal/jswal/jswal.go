@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -386,19 +387,79 @@ func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([
 		return nil, &wal.RangeError{Queue: queue, Offset: from, Min: mn, Max: mx}
 	}
 	var out []wal.Entry
-	for seq := from + 1; seq <= mx && len(out) < limit; seq++ {
-		d, err := l.get(ctx, queue, st, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue // trimmed while we read
-		}
+	for seq := from + 1; seq <= mx && len(out) < limit; {
+		msgs, err := l.directBatch(ctx, st.CachedInfo().Config.Name, seq, min(limit-len(out), 1024))
 		if err != nil {
-			return nil, fmt.Errorf("jswal: read %q at %d: %w", queue, seq-1, err)
+			return nil, fmt.Errorf("jswal: read %q from %d: %w", queue, seq-1, err)
 		}
-		if !d.fence {
-			out = append(out, d.entry)
+		if len(msgs) == 0 {
+			break // nothing at or after seq (trimmed or deleted meanwhile)
+		}
+		for _, d := range msgs {
+			if d.entry.Offset+1 > mx {
+				break // appended after our bounds: the next read sees it
+			}
+			if !d.fence && len(out) < limit {
+				out = append(out, d.entry)
+			}
+			seq = d.entry.Offset + 2
+		}
+		if msgs[len(msgs)-1].entry.Offset+1 >= mx {
+			break
 		}
 	}
 	return out, nil
+}
+
+// directBatch reads up to n messages of stream from sequence seq on with
+// one batched direct get (nats-server 2.11+): the server sends the
+// messages to an inbox, then an end-of-batch status. Deleted sequences
+// are skipped by the server.
+func (l *Log) directBatch(ctx context.Context, stream string, seq uint64, n int) ([]decoded, error) {
+	rctx, cancel := l.rctx(ctx)
+	defer cancel()
+	inbox := l.nc.NewRespInbox()
+	sub, err := l.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	req, _ := json.Marshal(struct {
+		Seq   uint64 `json:"seq"`
+		Batch int    `json:"batch"`
+	}{seq, n})
+	if err := l.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return nil, err
+	}
+	var out []decoded
+	for {
+		m, err := sub.NextMsgWithContext(rctx)
+		if err != nil {
+			return nil, err
+		}
+		if st := m.Header.Get("Status"); st != "" {
+			switch st {
+			case "204", "404": // end of batch; nothing (more) there
+				return out, nil
+			default:
+				return nil, fmt.Errorf("direct get: status %s %s", st, m.Header.Get("Description"))
+			}
+		}
+		s, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil || s < seq {
+			return nil, fmt.Errorf("direct get: bad sequence %q", m.Header.Get("Nats-Sequence"))
+		}
+		d, err := decodeMsg(s, m.Header, m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("offset %d: %w", s-1, err)
+		}
+		out = append(out, d)
+		if len(out) == n {
+			// The server still sends its end-of-batch status; we need
+			// nothing more and unsubscribe.
+			return out, nil
+		}
+	}
 }
 
 // Wait blocks until an entry at or past offset can be read or ctx ends.

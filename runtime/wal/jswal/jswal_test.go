@@ -356,3 +356,31 @@ func TestConformanceR3(t *testing.T) {
 	c := natstest.Start(t, natstest.Options{Servers: 3, SyncAlways: true})
 	waltest.Run(t, func(t *testing.T) wal.Log { return open(t, c, jswal.Options{Replicas: 3}) })
 }
+
+// BenchmarkRead256 reads 256 records in one Read (batched direct get).
+func BenchmarkRead256(b *testing.B) {
+	c := natstest.Start(b, natstest.Options{})
+	l, err := jswal.Open(context.Background(), jswal.Options{URL: c.URL(), Storage: jswal.Memory})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	if err := l.Create(ctx, "r"); err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]wal.Record, 256)
+	for i := range recs {
+		recs[i] = wal.Record{Payload: make([]byte, 128)}
+	}
+	if _, err := l.Append(ctx, "r", recs); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		ents, err := l.Read(ctx, "r", 0, 256)
+		if err != nil || len(ents) != 256 {
+			b.Fatalf("read %d, %v", len(ents), err)
+		}
+	}
+}
