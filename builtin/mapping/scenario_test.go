@@ -19,9 +19,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type env struct {
-	db *catalog.DB
-	w  *wal.WAL
-	m  *mapping.Mapping
+	dir string
+	db  catalog.Store
+	w   *wal.WAL
+	m   *mapping.Mapping
 }
 
 type fakeClock struct {
@@ -54,13 +55,21 @@ func newEnv(t testing.TB, cfg mapping.Config) *env {
 	return openEnv(t, t.TempDir(), cfg)
 }
 
+// openEnv opens the catalog of dir (Badger, or an etcd catalog while
+// TestOnEtcd runs), the WAL on it and the mapping.
 func openEnv(t testing.TB, dir string, cfg mapping.Config) *env {
 	t.Helper()
-	o := catalog.DefaultOptions(dir)
-	o.GCInterval = 0
-	db, err := catalog.Open(o)
-	if err != nil {
-		t.Fatal(err)
+	var db catalog.Store
+	if onEtcd != nil {
+		db = onEtcd.open(t, dir)
+	} else {
+		o := catalog.DefaultOptions(dir)
+		o.GCInterval = 0
+		bdb, err := catalog.Open(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db = bdb
 	}
 	t.Cleanup(func() { db.Close() })
 	w, err := wal.Open(context.Background(), wal.Config{Store: db, Clock: cfg.Clock})
@@ -72,7 +81,7 @@ func openEnv(t testing.TB, dir string, cfg mapping.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{db: db, w: w, m: m}
+	return &env{dir: dir, db: db, w: w, m: m}
 }
 
 var ctx = context.Background()
@@ -534,9 +543,8 @@ func TestProducerIdempotency(t *testing.T) {
 
 func reopen(t *testing.T, e *env) *env {
 	t.Helper()
-	dir := e.db.Dir()
 	e.db.Close()
-	return openEnv(t, dir, mapping.Config{Brokers: e.m.Brokers()})
+	return openEnv(t, e.dir, mapping.Config{Brokers: e.m.Brokers()})
 }
 
 func TestInvariantViolationOnLoad(t *testing.T) {
@@ -550,9 +558,8 @@ func TestInvariantViolationOnLoad(t *testing.T) {
 	if _, err := e.db.Commit(ctx, &catalog.Batch{Ops: []catalog.Op{{Key: key, Value: bad}}}); err != nil {
 		t.Fatal(err)
 	}
-	dir := e.db.Dir()
 	e.db.Close()
-	o := catalog.DefaultOptions(dir)
+	o := catalog.DefaultOptions(e.dir)
 	o.GCInterval = 0
 	db, err := catalog.Open(o)
 	if err != nil {
