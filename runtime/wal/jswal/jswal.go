@@ -604,6 +604,20 @@ func (l *Log) observeTick(t uint64) {
 // the writer's term, expected-last-sequence = the tail read), so no writer
 // of an older term can append after this writer's first append.
 func (l *Log) load(ctx context.Context, queue string, s *qstate) error {
+	// Another writer may extend the queue between our reading its tail
+	// and publishing the fence (whose expected sequence then fails): read
+	// the tail again. Bounded, so a writer that never pauses cannot keep
+	// us here forever.
+	var err error
+	for attempt := 0; attempt < 16; attempt++ {
+		if err = l.loadOnce(ctx, queue, s); !errors.Is(err, errConflict) {
+			return err
+		}
+	}
+	return err
+}
+
+func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 	if s.loaded {
 		return nil
 	}

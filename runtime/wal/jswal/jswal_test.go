@@ -384,3 +384,69 @@ func BenchmarkRead256(b *testing.B) {
 		}
 	}
 }
+
+// TestFenceRace: an old leader (term 1) appends without pause while a new
+// leader (term 2) takes over the queue and appends. Once the term-2 fence
+// is in the queue no term-1 record follows it, and every append either
+// landed or failed — the old leader with ErrFenced.
+func TestFenceRace(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	old := open(t, c, jswal.Options{Term: 1, StreamPrefix: "X"})
+	nw := open(t, c, jswal.Options{Term: 1, StreamPrefix: "X"})
+	if err := old.Create(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	oldDone := make(chan error, 1)
+	var oldOK atomic.Int64
+	go func() {
+		for i := 0; ; i++ {
+			_, err := old.Append(ctx, "x", []wal.Record{{Payload: []byte(fmt.Sprintf("t1-%d", i))}})
+			if err != nil {
+				oldDone <- err
+				return
+			}
+			oldOK.Add(1)
+		}
+	}()
+	for oldOK.Load() < 5 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := nw.Fence(ctx, "x", 2); err != nil {
+		t.Fatal(err)
+	}
+	fenceAt, err := nw.NextHint(ctx, "x") // the fence is the last record: offset fenceAt-1
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, err := nw.Append(ctx, "x", []wal.Record{{Payload: []byte(fmt.Sprintf("t2-%d", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-oldDone:
+		if !errors.Is(err, jswal.ErrFenced) {
+			t.Fatalf("old leader stopped with %v, want ErrFenced", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("old leader still appending after the fence")
+	}
+	ents, err := nw.Read(ctx, "x", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := 0
+	for _, e := range ents {
+		p := string(e.Payload)
+		if strings.HasPrefix(p, "t1-") {
+			n1++
+			if e.Offset >= fenceAt {
+				t.Fatalf("old leader's %q at %d, after the fence at %d", p, e.Offset, fenceAt-1)
+			}
+		}
+	}
+	if int64(n1) != oldOK.Load() {
+		t.Fatalf("%d term-1 records stored, old leader saw %d succeed", n1, oldOK.Load())
+	}
+}
