@@ -68,8 +68,19 @@ type Fencer interface {
 	Fence(ctx context.Context, queue string, term uint64) error
 }
 
-// The embedded WAL is a Log.
-var _ Log = (*WAL)(nil)
+// Sealer is implemented by logs that can close a queue for good (the
+// mapping seals a segment's queue when a remap moves it): after Seal,
+// every append fails with ErrSealed and Wait at or past Seal.End returns
+// ErrSealed. Sealing a sealed queue returns its seal.
+type Sealer interface {
+	Seal(ctx context.Context, queue string) (Seal, error)
+}
+
+// The embedded WAL is a Log and a Sealer.
+var (
+	_ Log    = (*WAL)(nil)
+	_ Sealer = (*WAL)(nil)
+)
 
 // FindIDs reads queue from offset from (a low-water mark: an offset at or
 // below which none of the records was appended) to its end and returns

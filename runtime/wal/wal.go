@@ -311,6 +311,35 @@ func SealOps(r catalog.Reader, queue string) (Seal, []catalog.Op, []catalog.Chec
 		[]catalog.Check{{Key: metaKey(queue), Version: ver}}, nil
 }
 
+// Seal seals queue at its current end in a commit of its own (SealOps,
+// retried if an append commits meanwhile) and returns the seal; sealing a
+// sealed queue returns its seal. Callers that seal together with other
+// catalog writes (the mapping's remap) use SealOps. Errors: ErrNoQueue.
+func (w *WAL) Seal(ctx context.Context, queue string) (Seal, error) {
+	for {
+		var s Seal
+		var ops []catalog.Op
+		var checks []catalog.Check
+		err := w.store.View(ctx, func(r catalog.Reader) error {
+			var err error
+			s, ops, checks, err = SealOps(r, queue)
+			return err
+		})
+		if err != nil || len(ops) == 0 {
+			return s, err
+		}
+		_, err = w.store.Commit(ctx, &catalog.Batch{Checks: checks, Ops: ops})
+		if errors.Is(err, catalog.ErrConflict) {
+			continue // an append committed meanwhile: seal at the new end
+		}
+		if err != nil {
+			return Seal{}, fmt.Errorf("wal: seal %q: %w", queue, err)
+		}
+		w.Changed(queue)
+		return s, nil
+	}
+}
+
 func readMeta(r catalog.Reader, queue string) (meta, catalog.Version, error) {
 	v, ver, err := r.Get(metaKey(queue))
 	if errors.Is(err, catalog.ErrNotFound) {

@@ -17,7 +17,7 @@ import (
 // Body:
 //
 //	[1]      version (1)
-//	[1]      kind: wal.Kind (data, broadcast, marker) or kindFence
+//	[1]      kind: wal.Kind (data, broadcast, marker), kindFence or kindSeal
 //	uvarint  tick
 //	uvarint  number of properties, then per property (sorted by key):
 //	         uvarint len, key, uvarint len, value
@@ -31,6 +31,7 @@ import (
 const (
 	bodyVersion = 1
 	kindFence   = 0x80
+	kindSeal    = 0x81 // the queue's last record: nothing may follow it
 
 	hdrTerm      = "Hostd-Term"
 	hdrProducer  = "Hostd-Producer"
@@ -71,7 +72,8 @@ func encodeBody(kind byte, tick uint64, props map[string]string, payload []byte)
 
 // decoded is one stream message as hostd reads it.
 type decoded struct {
-	fence bool
+	fence bool // a term fence: reads skip it
+	seal  bool // a seal: reads skip it, nothing follows it
 	term  uint64
 	prod  string
 	pseq  uint64
@@ -104,6 +106,8 @@ func decodeMsg(seq uint64, h nats.Header, b []byte) (decoded, error) {
 	switch k := b[1]; {
 	case k == kindFence:
 		d.fence = true
+	case k == kindSeal:
+		d.seal = true
 	case wal.Kind(k) == wal.KindData || wal.Kind(k) == wal.KindBroadcast || wal.Kind(k) == wal.KindMarker:
 		d.entry.Kind = wal.Kind(k)
 	default:

@@ -62,12 +62,15 @@ type qstate struct {
 	loaded   bool             // tail and tailTerm mirror the stream
 	tail     uint64           // stream sequence of the last message (0: none)
 	tailTerm uint64           // term of the last message
+	tailTick uint64           // tick of the last message
+	sealed   bool             // the last message is a seal
 }
 
-// The JetStream log is a wal.Log and a wal.Fencer.
+// The JetStream log is a wal.Log, a wal.Fencer and a wal.Sealer.
 var (
 	_ wal.Log    = (*Log)(nil)
 	_ wal.Fencer = (*Log)(nil)
+	_ wal.Sealer = (*Log)(nil)
 )
 
 // Open connects (or uses opts.Conn), checks that the server's max_payload
@@ -336,7 +339,7 @@ func (l *Log) Bounds(ctx context.Context, queue string) (wal.Bounds, error) {
 	b := wal.Bounds{Min: mn, Max: mx, Bytes: ss.Bytes}
 	if mx > mn {
 		if d, err := l.get(ctx, queue, st, mx); err == nil {
-			b.LastTick = d.entry.Tick
+			b.LastTick, b.Sealed = d.entry.Tick, d.seal
 		}
 	}
 	return b, nil
@@ -399,7 +402,7 @@ func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([
 			if d.entry.Offset+1 > mx {
 				break // appended after our bounds: the next read sees it
 			}
-			if !d.fence && len(out) < limit {
+			if !d.fence && !d.seal && len(out) < limit {
 				out = append(out, d.entry)
 			}
 			seq = d.entry.Offset + 2
@@ -504,7 +507,7 @@ func (l *Log) Wait(ctx context.Context, queue string, offset uint64) error {
 // readable reports whether an entry (not a fence) exists at or past
 // offset, or offset was trimmed (a read there reports the range).
 func (l *Log) readable(ctx context.Context, queue string, offset uint64) (bool, error) {
-	_, ss, err := l.state(ctx, queue)
+	st, ss, err := l.state(ctx, queue)
 	if err != nil {
 		return false, err
 	}
@@ -513,9 +516,20 @@ func (l *Log) readable(ctx context.Context, queue string, offset uint64) (bool, 
 		return true, nil
 	}
 	if mx <= offset {
+		if mx > mn {
+			if d, err := l.get(ctx, queue, st, mx); err == nil && d.seal {
+				return false, fmt.Errorf("%w: %q ends at %d", wal.ErrSealed, queue, mx)
+			}
+		}
 		return false, nil
 	}
 	ents, err := l.Read(ctx, queue, offset, 1)
+	if err == nil && len(ents) == 0 {
+		// Only fences and a seal between offset and Max?
+		if d, gerr := l.get(ctx, queue, st, mx); gerr == nil && d.seal {
+			return false, fmt.Errorf("%w: %q ends at %d", wal.ErrSealed, queue, mx)
+		}
+	}
 	if errors.Is(err, wal.ErrOutOfRange) {
 		return true, nil
 	}
@@ -540,9 +554,10 @@ func (l *Log) NextHint(ctx context.Context, queue string) (uint64, error) {
 }
 
 // Trim purges the entries below to (clamped to Max) and returns the new
-// Min. A queue whose last record carries a term (a fenced queue) keeps
-// that record: it is what tells a writer of an older term that it was
-// fenced, so Trim stops one short of Max there.
+// Min. A queue whose last record carries a term (a fenced queue) or is a
+// seal keeps that record: it is what tells a writer of an older term that
+// it was fenced, or any writer that the queue is sealed, so Trim stops
+// one short of Max there.
 func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error) {
 	s, err := l.q(queue)
 	if err != nil {
@@ -561,7 +576,7 @@ func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error)
 		if err != nil {
 			return 0, fmt.Errorf("jswal: trim %q: %w", queue, err)
 		}
-		if d.term > 0 {
+		if d.term > 0 || d.fence || d.seal {
 			to = mx - 1
 		}
 	}
@@ -625,14 +640,14 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 	if err != nil {
 		return err
 	}
-	s.tail, s.tailTerm = ss.LastSeq, 0
+	s.tail, s.tailTerm, s.tailTick, s.sealed = ss.LastSeq, 0, 0, false
 	mn, mx := minMax(ss)
 	if mx > mn {
 		d, err := l.get(ctx, queue, st, mx)
 		if err != nil {
 			return fmt.Errorf("jswal: read tail of %q: %w", queue, err)
 		}
-		s.tailTerm = d.term
+		s.tailTerm, s.tailTick, s.sealed = d.term, d.entry.Tick, d.seal
 		l.observeTick(d.entry.Tick)
 	}
 	term := l.term.Load()
@@ -640,6 +655,9 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 		return &FencedError{Queue: queue, Term: term, By: s.tailTerm}
 	}
 	s.loaded = true
+	if s.sealed {
+		return nil // nothing will be appended: no fence needed
+	}
 	if s.tailTerm < term {
 		if err := l.fenceLocked(ctx, queue, st, s, term); err != nil {
 			s.loaded = false
@@ -685,6 +703,50 @@ func (l *Log) fenceLocked(ctx context.Context, queue string, st jetstream.Stream
 	l.mFences.Add(ctx, 1)
 	l.o.Logger.Debug("fenced queue", "queue", queue, "term", term, "offset", seq-1)
 	return nil
+}
+
+// Seal closes queue: a seal record is appended (expected last sequence =
+// the tail, like every append) and every later append, by any writer,
+// fails with wal.ErrSealed; Wait past the end returns wal.ErrSealed. The
+// seal takes one offset (reads skip it): Seal.End is the exclusive end,
+// no entry is ever at or past it. Sealing a sealed queue returns its seal.
+// Errors: wal.ErrNoQueue, *FencedError.
+func (l *Log) Seal(ctx context.Context, queue string) (wal.Seal, error) {
+	s, err := l.q(queue)
+	if err != nil {
+		return wal.Seal{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loaded = false
+	for attempt := 0; ; attempt++ {
+		if err := l.load(ctx, queue, s); err != nil {
+			return wal.Seal{}, err
+		}
+		if s.sealed {
+			return wal.Seal{End: s.tail, LastTick: s.tailTick}, nil
+		}
+		_, subj := l.names(queue)
+		last := s.tailTick // the seal carries the last record's tick
+		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(kindSeal, last, nil, nil))
+		seq, err := l.publish(ctx, queue, s, m, "")
+		if errors.Is(err, errConflict) && attempt < 16 {
+			continue
+		}
+		if err != nil {
+			return wal.Seal{}, err
+		}
+		s.tail, s.tailTerm, s.sealed = seq, l.term.Load(), true
+		return wal.Seal{End: seq, LastTick: last}, nil
+	}
+}
+
+func sealedErr(queue string, tail uint64, stored int, out []wal.Entry) error {
+	err := fmt.Errorf("%w: %q at offset %d", wal.ErrSealed, queue, tail)
+	if stored > 0 {
+		return fmt.Errorf("jswal: %d records stored at offsets %d..%d: %w", stored, out[0].Offset, out[stored-1].Offset, err)
+	}
+	return err
 }
 
 func (l *Log) msg(subj string, term, pseq uint64, body []byte) *nats.Msg {
@@ -832,6 +894,9 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 		if err := l.load(ctx, queue, s); err != nil {
 			return nil, err
 		}
+		if s.sealed {
+			return nil, sealedErr(queue, s.tail, i, out)
+		}
 		r := recs[i]
 		t := tick + uint64(i)
 		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(byte(r.Kind), t, r.Props, r.Payload))
@@ -847,7 +912,7 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			return nil, err
 		}
 		if seq > s.tail {
-			s.tail, s.tailTerm = seq, l.term.Load()
+			s.tail, s.tailTerm, s.tailTick = seq, l.term.Load(), t
 		}
 		out = append(out, wal.Entry{Offset: seq - 1, Tick: t, Payload: r.Payload, Props: r.Props, Kind: r.Kind, ID: r.ID})
 		i++

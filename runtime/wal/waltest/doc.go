@@ -18,7 +18,8 @@
 // order); record sizes (a 64 KiB record round-trips, an 8 MiB one is
 // wal.ErrTooLarge); record IDs (stored and read back; FindIDs from a
 // low-water offset; AppendOnce appends only what is missing); Wait; Queues
-// and Delete; errors for missing queues and bad arguments.
+// and Delete; Seal (for logs that are a wal.Sealer); errors for missing
+// queues and bad arguments.
 //
 // Backend-specific behaviour (JetStream's term fences and duplicate
 // window) is tested in the backend's own package.

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) wal.Log) {
 		{"IDs", testIDs},
 		{"Wait", testWait},
 		{"QueuesDelete", testQueuesDelete},
+		{"Seal", testSeal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
@@ -407,5 +408,37 @@ func testQueuesDelete(t *testing.T, l wal.Log) {
 	mustCreate(t, l, "qa/1")
 	if b := bounds(t, l, "qa/1"); b.Max != 0 {
 		t.Fatalf("re-created queue starts at %d", b.Max)
+	}
+}
+
+func testSeal(t *testing.T, l wal.Log) {
+	sl, ok := l.(wal.Sealer)
+	if !ok {
+		t.Skip("the log does not implement wal.Sealer")
+	}
+	ctx := ctxT(t)
+	const q = "sl/0"
+	mustCreate(t, l, q)
+	ents := mustAppend(t, l, q, rec("a"), rec("b"))
+	seal, err := sl.Seal(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bounds(t, l, q)
+	if seal.End != b.Max || !b.Sealed || seal.End <= ents[1].Offset || seal.LastTick != ents[1].Tick {
+		t.Fatalf("seal %+v, bounds %+v, last entry at %d tick %d", seal, b, ents[1].Offset, ents[1].Tick)
+	}
+	if _, err := l.Append(ctx, q, []wal.Record{rec("late")}); !errors.Is(err, wal.ErrSealed) {
+		t.Fatalf("append after seal: %v, want ErrSealed", err)
+	}
+	if err := l.Wait(ctx, q, seal.End); !errors.Is(err, wal.ErrSealed) {
+		t.Fatalf("Wait at the sealed end: %v, want ErrSealed", err)
+	}
+	if got := readAll(t, l, q, 0); len(got) != 2 {
+		t.Fatalf("read %d entries after seal, want 2", len(got))
+	}
+	again, err := sl.Seal(ctx, q)
+	if err != nil || again.End != seal.End {
+		t.Fatalf("second seal %+v, %v; want %+v", again, err, seal)
 	}
 }
