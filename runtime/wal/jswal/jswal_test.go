@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,10 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
+	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/internal/natstest"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/runtime/wal/jswal"
 	"github.com/hostd-dev/hostd/runtime/wal/waltest"
+	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -448,5 +452,79 @@ func TestFenceRace(t *testing.T) {
 	}
 	if int64(n1) != oldOK.Load() {
 		t.Fatalf("%d term-1 records stored, old leader saw %d succeed", n1, oldOK.Load())
+	}
+}
+
+// noLocks grants every key: this test is about the queues, not locking.
+type noLocks struct{}
+
+func (noLocks) Lock(context.Context, []abi.ResourceKey) (broadcast.Guard, error) {
+	return release{}, nil
+}
+func (noLocks) TryLock([]abi.ResourceKey) (broadcast.Guard, error) { return release{}, nil }
+
+type release struct{}
+
+func (release) Release() {}
+
+// TestBroadcastEngineOnJetStream: the broadcast engine, unchanged, runs
+// on JetStream queues through wal.LogDirect: a broadcast to two vchannels
+// lands once on each (and on the control channel), every record with its
+// broadcast id + vchannel as Nats-Msg-Id.
+func TestBroadcastEngineOnJetStream(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	o := catalog.DefaultOptions(t.TempDir())
+	o.GCInterval = 0
+	st, err := catalog.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l := open(t, c, jswal.Options{Term: 1, StreamPrefix: "E"})
+	for _, q := range []string{"t/0", "t/1"} {
+		if err := l.Create(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := wal.NewLogDirect(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := broadcast.New(broadcast.Options{Store: st, Locker: noLocks{}, Channels: broadcast.ResolverChannels{R: res},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.Register(broadcast.NoopType, broadcast.Noop{}, broadcast.TypeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.Submit(ctx, &broadcast.Request{Message: broadcast.Message{Type: broadcast.NoopType, Payload: []byte("hi")},
+		VChannels: []string{"t/0", "t/1"}, Wait: broadcast.WaitDone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Appends) != 3 {
+		t.Fatalf("result %+v: want appends to 3 vchannels", r)
+	}
+	for _, vc := range []string{wal.ControlChannel, "t/0", "t/1"} {
+		ents, err := l.Read(ctx, vc, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%d/%s", r.ID, vc)
+		n := 0
+		for _, e := range ents {
+			if e.ID == want {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%s holds %d records with ID %q, want 1 (entries %+v)", vc, n, want, ents)
+		}
 	}
 }
