@@ -22,6 +22,13 @@
 //     raw publish. It is measured at the JetStream level only: hostd does
 //     not implement that mapping (it would also need an offset index).
 //
+// TestReportFailover (HOSTD_BENCH=1, a few seconds) stops the JetStream
+// leader of an R3 queue's stream and measures the pause until an append
+// (wal.AppendOnce) succeeds again, from a client connected to a surviving
+// server. The in-process server's Shutdown is graceful (it hands its
+// leaderships over), so this is the pause of a clean stop; a crash waits
+// for the raft election timeout instead and is not measured here.
+//
 // Workers: min(N, 16), each owning its own queues, so appends to one queue
 // never contend. HOSTD_BENCH_SECONDS sets each timed run (default 2 s).
 package jetstream
