@@ -44,7 +44,7 @@ func (g guard) Release() { g.g.Unlock() }
 type env struct {
 	t      *testing.T
 	dir    string
-	store  *catalog.DB
+	store  catalog.Store
 	wal    *wal.WAL
 	res    *wal.Direct
 	locker *locks.KeyLocker
@@ -74,15 +74,28 @@ func newEnvAt(t *testing.T, dir string, queues []string, opts func(*Options), re
 	return v
 }
 
+// open opens the catalog of v.dir (Badger, or an etcd catalog while
+// TestOnEtcd runs; catOpts applies to Badger only), the WAL, the locker
+// and the engine.
 func (v *env) open() error {
-	o := catalog.DefaultOptions(v.dir)
-	o.GCInterval = 0
-	if v.catOpts != nil {
-		v.catOpts(&o)
-	}
-	st, err := catalog.Open(o)
-	if err != nil {
-		return err
+	var st catalog.Store
+	if onEtcd != nil {
+		s, err := onEtcd.open(v.dir)
+		if err != nil {
+			return err
+		}
+		st = s
+	} else {
+		o := catalog.DefaultOptions(v.dir)
+		o.GCInterval = 0
+		if v.catOpts != nil {
+			v.catOpts(&o)
+		}
+		db, err := catalog.Open(o)
+		if err != nil {
+			return err
+		}
+		st = db
 	}
 	wc := wal.Config{Store: st, Queues: v.queues}
 	if v.walCfg != nil {
