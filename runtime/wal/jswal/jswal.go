@@ -363,11 +363,50 @@ func (l *Log) Max(ctx context.Context, queue string) (uint64, error) {
 func (l *Log) get(ctx context.Context, queue string, st jetstream.Stream, seq uint64) (decoded, error) {
 	rctx, cancel := l.rctx(ctx)
 	defer cancel()
-	m, err := st.GetMsg(rctx, seq)
+	// The stream leader's message get, not a direct get: a direct get may
+	// be answered by a replica that has not stored seq yet, and the tail
+	// a writer fences or the seal it checks must be the leader's.
+	req, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	resp, err := l.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+st.CachedInfo().Config.Name, req)
 	if err != nil {
 		return decoded{}, err
 	}
-	d, err := decodeMsg(m.Sequence, m.Header, m.Data)
+	var r struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     uint16 `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs"`
+			Data     []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return decoded{}, fmt.Errorf("jswal: message get: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrCode == uint16(jetstream.JSErrCodeMessageNotFound) {
+			return decoded{}, jetstream.ErrMsgNotFound
+		}
+		if r.Error.ErrCode == uint16(jetstream.JSErrCodeStreamNotFound) {
+			return decoded{}, jetstream.ErrStreamNotFound
+		}
+		return decoded{}, fmt.Errorf("jswal: message get: %d %s", r.Error.Code, r.Error.Description)
+	}
+	if r.Message == nil {
+		return decoded{}, errors.New("jswal: message get: empty answer")
+	}
+	var h nats.Header
+	if len(r.Message.Header) > 0 {
+		if h, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return decoded{}, fmt.Errorf("jswal: queue %q offset %d: headers: %w", queue, seq-1, err)
+		}
+	}
+	d, err := decodeMsg(r.Message.Sequence, h, r.Message.Data)
 	if err != nil {
 		return d, fmt.Errorf("jswal: queue %q offset %d: %w", queue, seq-1, err)
 	}
@@ -390,13 +429,14 @@ func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([
 		return nil, &wal.RangeError{Queue: queue, Offset: from, Min: mn, Max: mx}
 	}
 	var out []wal.Entry
-	for seq := from + 1; seq <= mx && len(out) < limit; {
+	seq := from + 1
+	for seq <= mx && len(out) < limit {
 		msgs, err := l.directBatch(ctx, st.CachedInfo().Config.Name, seq, min(limit-len(out), 1024))
 		if err != nil {
 			return nil, fmt.Errorf("jswal: read %q from %d: %w", queue, seq-1, err)
 		}
 		if len(msgs) == 0 {
-			break // nothing at or after seq (trimmed or deleted meanwhile)
+			break
 		}
 		for _, d := range msgs {
 			if d.entry.Offset+1 > mx {
@@ -409,6 +449,21 @@ func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([
 		}
 		if msgs[len(msgs)-1].entry.Offset+1 >= mx {
 			break
+		}
+	}
+	// A direct get may be answered by a replica behind the leader, whose
+	// bounds we read: fetch what it lacked from the leader, one message at
+	// a time (only then).
+	for ; seq <= mx && len(out) < limit; seq++ {
+		d, err := l.get(ctx, queue, st, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // trimmed while we read
+		}
+		if err != nil {
+			return nil, fmt.Errorf("jswal: read %q at %d: %w", queue, seq-1, err)
+		}
+		if !d.fence && !d.seal {
+			out = append(out, d.entry)
 		}
 	}
 	return out, nil
