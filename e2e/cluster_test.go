@@ -1,0 +1,444 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/host/api"
+)
+
+// clusterLong: HOSTD_CLUSTER_LONG=1 (or HOSTD_LONG=1) runs the long
+// versions (≥ 20 leader kills).
+func clusterLong() bool { return os.Getenv("HOSTD_CLUSTER_LONG") == "1" || long() }
+
+// clusterRequest is the broadcast the cluster tests submit for key.
+func clusterRequest(key string) *client.BroadcastRequest {
+	return &client.BroadcastRequest{Type: "noop", PayloadText: key, VChannels: clusterVChannels,
+		IdempotencyKey: key, Timeout: "5s"}
+}
+
+// TestClusterLeaderKills: three replicas on a 3-member etcd; clients
+// submit broadcasts (idempotency keys) and acquire/release leases through
+// random replicas, retrying across failovers, while the leader is killed
+// with SIGKILL again and again (3 times; ≥ 20 with HOSTD_CLUSTER_LONG=1)
+// and restarted. Afterwards: every acknowledged broadcast exists with the
+// id it was acknowledged with, no key has two ids, no vchannel holds a
+// broadcast twice, lease fences grow in real time, and the lease history of
+// the whole run is linearizable (porcupine). Logs the failover time (kill
+// → first acknowledged write through a survivor), p50 and p99.
+func TestClusterLeaderKills(t *testing.T) {
+	kills := 3
+	if clusterLong() {
+		kills = 20
+	}
+	ec := startCluster(t, 3, "")
+	rc := ec.randomClient()
+	l := newLedger("bc-%05d")
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	load.Add(2)
+	go func() {
+		defer load.Done()
+		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
+			request: clusterRequest}, stop, true)
+	}()
+	lh := newLeaseHistory(20 * time.Second)
+	go func() {
+		defer load.Done()
+		lh.run(t, ec.randomClient(client.WithRetries(1)), []string{"k0", "k1", "k2"}, 3, stop)
+	}()
+
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var failovers []time.Duration
+	var terms []int64
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
+		leader, term := ec.leader(60 * time.Second)
+		terms = append(terms, term)
+		t0 := time.Now()
+		leader.kill9()
+		d := ec.firstWrite(t, l, t0, leader)
+		failovers = append(failovers, d)
+		_, next := ec.leader(60*time.Second, leader)
+		if next <= term {
+			t.Errorf("kill %d: term %d after %d", k, next, term)
+		}
+		t.Logf("kill %d: %s (term %d) killed, first write after %v, new term %d", k+1, leader.name, term, d.Round(time.Millisecond), next)
+		ec.start(leader)
+		ec.waitReady(leader)
+	}
+	close(stop)
+	load.Wait()
+
+	// Finish every unacknowledged broadcast (the clients' retries).
+	drain := make(chan struct{})
+	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
+	runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
+		request: clusterRequest}, drain, false)
+	timer.Stop()
+
+	slices.Sort(failovers)
+	t.Logf("failover (kill -9 of the leader → first acknowledged write through a survivor) over %d kills: p50 %v p99 %v max %v (election_ttl %v)",
+		len(failovers), percentile(failovers, 0.5).Round(time.Millisecond), percentile(failovers, 0.99).Round(time.Millisecond),
+		failovers[len(failovers)-1].Round(time.Millisecond), clusterElectionTTL)
+	checkClusterBroadcasts(t, ec, rc, l)
+	lh.check(t)
+}
+
+// firstWrite measures a failover: from t0 (the leader's kill) it submits
+// a broadcast through the survivors, one at a time in turn, until one is
+// acknowledged. Keys of unanswered attempts go to the ledger's retry list,
+// so the final checks count them like any client's.
+func (ec *ecluster) firstWrite(t *testing.T, l *ledger, t0 time.Time, dead *ereplica) time.Duration {
+	t.Helper()
+	var survivors []*ereplica
+	for _, r := range ec.replicas {
+		if r != dead {
+			survivors = append(survivors, r)
+		}
+	}
+	for i := 0; time.Since(t0) < 60*time.Second; i++ {
+		l.mu.Lock()
+		l.next++
+		key := fmt.Sprintf(l.format, l.next)
+		l.issued[key] = true
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		res, err := survivors[i%len(survivors)].c.SubmitBroadcast(ctx, clusterRequest(key))
+		cancel()
+		l.mu.Lock()
+		if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
+			l.acked[key] = res.ID
+			l.mu.Unlock()
+			return time.Since(t0)
+		}
+		l.retry = append(l.retry, key)
+		l.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no write acknowledged within 60s of killing %s", dead.name)
+	return 0
+}
+
+// checkClusterBroadcasts: every issued key acknowledged; keys and ids one
+// to one; a retry of every key answers its original id; the task list is
+// exactly the acknowledged broadcasts, all done; each vchannel holds every
+// acknowledged broadcast exactly once.
+func checkClusterBroadcasts(t *testing.T, ec *ecluster, c *client.Client, l *ledger) {
+	t.Helper()
+	ctx := context.Background()
+	if len(l.acked) != len(l.issued) || len(l.retry) != 0 {
+		t.Fatalf("%d keys issued, %d acknowledged, %d still unanswered", len(l.issued), len(l.acked), len(l.retry))
+	}
+	ids := map[uint64]string{}
+	for key, id := range l.acked {
+		if other, dup := ids[id]; dup {
+			t.Fatalf("keys %s and %s share broadcast %d", key, other, id)
+		}
+		ids[id] = key
+	}
+	for key, id := range l.acked {
+		res, err := c.SubmitBroadcast(ctx, clusterRequest(key))
+		if err != nil || !res.Duplicate || res.ID != id || res.State != "TOMBSTONE" {
+			t.Fatalf("retry of %s: %+v %v (want duplicate of %d)", key, res, err, id)
+		}
+	}
+	tasks := listBroadcasts(t, c, client.BroadcastFilter{})
+	if len(tasks) != len(l.acked) {
+		t.Fatalf("%d tasks for %d acknowledged keys", len(tasks), len(l.acked))
+	}
+	for _, tk := range tasks {
+		if tk.State != "TOMBSTONE" || ids[tk.ID] == "" {
+			t.Fatalf("task %+v: not an acknowledged broadcast, or not done", tk)
+		}
+	}
+	for _, vc := range append([]string{"_control/0"}, clusterVChannels...) {
+		seen := map[uint64]bool{}
+		readAll(t, c, vc, func(m api.MessageJSON) {
+			s := m.Properties["hostd.broadcast.id"]
+			if s == "" {
+				return
+			}
+			id, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: broadcast id %q", vc, s)
+			}
+			if seen[id] {
+				t.Fatalf("vchannel %s holds broadcast %d twice", vc, id)
+			}
+			seen[id] = true
+		})
+		for id, key := range ids {
+			if !seen[id] {
+				t.Fatalf("vchannel %s lacks broadcast %d (key %s)", vc, id, key)
+			}
+		}
+		if len(seen) != len(ids) {
+			t.Fatalf("vchannel %s holds %d broadcasts, %d acknowledged", vc, len(seen), len(ids))
+		}
+	}
+	t.Logf("%d broadcasts acknowledged, each once on %v and the control channel", len(ids), clusterVChannels)
+}
+
+// ---- leases ----
+
+// leaseHistory records lease acquire/release operations for porcupine and
+// the grants' fences.
+type leaseHistory struct {
+	ttl   time.Duration
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+	// grants in acquire order per worker: fence and the operations' times.
+	grants       []leaseGrantRec
+	retries      int // attempts with an unknown outcome, retried
+	relAmbiguous int // releases answered not_holder after an unknown attempt
+}
+
+type leaseGrantRec struct {
+	key                      string
+	fence                    uint64
+	acqCall, acqRet, relCall int64
+	relRet                   int64 // 0: never released
+}
+
+type leaseKind int
+
+const (
+	leaseAcquire leaseKind = iota
+	leaseRelease
+)
+
+type leaseIn struct {
+	kind      leaseKind
+	key       string
+	id        string // release: the grant
+	call, ret int64  // also known to the model (TTL bounds)
+}
+
+type leaseOut struct {
+	ok   bool
+	code string // when !ok: locked (acquire), not_holder (release)
+	id   string // acquire: the grant
+}
+
+// leaseState is one key's sequential state. A holder's lease ends at the
+// earliest at minExp (the TTL counted from the acquire's call); there is no
+// latest end: a failover restarts the TTL at the takeover.
+type leaseState struct {
+	holder string
+	minExp int64
+}
+
+func leaseModel(ttl int64) porcupine.Model {
+	return porcupine.Model{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			by := map[string][]porcupine.Operation{}
+			for _, op := range h {
+				k := op.Input.(leaseIn).key
+				by[k] = append(by[k], op)
+			}
+			out := make([][]porcupine.Operation, 0, len(by))
+			for _, ops := range by {
+				out = append(out, ops)
+			}
+			return out
+		},
+		Init: func() any { return leaseState{} },
+		Step: func(st, in, out any) (bool, any) {
+			s, i, o := st.(leaseState), in.(leaseIn), out.(leaseOut)
+			mayBeExpired := s.holder == "" || i.ret >= s.minExp
+			switch i.kind {
+			case leaseAcquire:
+				if o.ok {
+					return mayBeExpired, leaseState{holder: o.id, minExp: i.call + ttl}
+				}
+				return o.code == "locked" && s.holder != "", s
+			default:
+				if o.ok {
+					return s.holder == i.id, leaseState{}
+				}
+				if s.holder != i.id {
+					return o.code == "not_holder", s
+				}
+				return o.code == "not_holder" && mayBeExpired, leaseState{}
+			}
+		},
+		DescribeOperation: func(in, out any) string {
+			i, o := in.(leaseIn), out.(leaseOut)
+			name := [...]string{"acquire", "release"}[i.kind]
+			if o.ok {
+				return fmt.Sprintf("%s(%s,%s) ok %s", name, i.key, i.id, o.id)
+			}
+			return fmt.Sprintf("%s(%s,%s) %s", name, i.key, i.id, o.code)
+		},
+		DescribeState: func(st any) string {
+			s := st.(leaseState)
+			return fmt.Sprintf("holder=%q", s.holder)
+		},
+	}
+}
+
+func newLeaseHistory(ttl time.Duration) *leaseHistory {
+	return &leaseHistory{ttl: ttl, start: time.Now()}
+}
+
+func (h *leaseHistory) now() int64 { return int64(time.Since(h.start)) }
+
+// run has workers acquire a random key of keys (exclusive, with an
+// idempotency key per acquire), hold it briefly and release it, until stop
+// closes. An attempt with an unknown outcome (503, timeout, unreachable
+// replica) is retried with the same idempotency key (acquire) or the same
+// grant and token (release) until it gets a definite answer; the recorded
+// operation spans from the first attempt to the answer.
+func (h *leaseHistory) run(t *testing.T, c *client.Client, keys []string, workers int, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := keys[rnd.IntN(len(keys))]
+				req := client.AcquireLock{Owner: fmt.Sprint("w", w), TTL: h.ttl.String(),
+					IdempotencyKey: fmt.Sprintf("acq-%d-%d", w, n), Keys: []client.LockKey{{Domain: "e2e", Key: key}}}
+				call := h.now()
+				var g *client.LockGrant
+				var err error
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+					g, err = c.AcquireLock(ctx, req)
+					cancel()
+					if err == nil || !retryable(err) || time.Since(h.start) > 10*time.Minute {
+						break
+					}
+					h.mu.Lock()
+					h.retries++
+					h.mu.Unlock()
+					time.Sleep(30 * time.Millisecond)
+				}
+				ret := h.now()
+				in, out := leaseIn{kind: leaseAcquire, key: key}, leaseOut{ok: err == nil}
+				if err == nil {
+					out.id = g.ID
+				} else if ce, ok := err.(*client.Error); ok {
+					out.code = ce.Code
+				} else {
+					out.code = err.Error()
+				}
+				if err != nil && out.code != "locked" {
+					t.Errorf("acquire %s: %v", key, err)
+				}
+				h.record(w, in, out, call, ret)
+				if err != nil {
+					time.Sleep(time.Duration(5+rnd.IntN(20)) * time.Millisecond)
+					continue
+				}
+				rec := leaseGrantRec{key: key, fence: g.Fence, acqCall: call, acqRet: ret}
+				time.Sleep(time.Duration(rnd.IntN(40)) * time.Millisecond)
+				rec.relCall = h.now()
+				ambiguous := false
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+					err = c.ReleaseLock(ctx, g.ID, g.Token)
+					cancel()
+					if err == nil || !retryable(err) || time.Since(h.start) > 10*time.Minute {
+						break
+					}
+					ambiguous = true
+					h.mu.Lock()
+					h.retries++
+					h.mu.Unlock()
+					time.Sleep(30 * time.Millisecond)
+				}
+				rec.relRet = h.now()
+				out = leaseOut{ok: err == nil}
+				if err != nil {
+					if ce, ok := err.(*client.Error); ok {
+						out.code = ce.Code
+					} else {
+						out.code = err.Error()
+					}
+					// A release that was done by an attempt whose answer
+					// was lost: the retry finds the grant gone. The grants
+					// live for the TTL (far longer than the run holds
+					// them), so nothing else can have ended it.
+					if ambiguous && out.code == "not_holder" {
+						out = leaseOut{ok: true}
+						h.mu.Lock()
+						h.relAmbiguous++
+						h.mu.Unlock()
+					} else {
+						t.Errorf("release %s (grant %s): %v", key, g.ID, err)
+					}
+				}
+				h.record(w, leaseIn{kind: leaseRelease, key: key, id: g.ID}, out, rec.relCall, rec.relRet)
+				h.mu.Lock()
+				h.grants = append(h.grants, rec)
+				h.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (h *leaseHistory) record(client int, in leaseIn, out leaseOut, call, ret int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	in.call, in.ret = call, ret
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+}
+
+// check: fences are unique and grow in real time (a grant acquired after
+// another's acquire returned has the higher fence, whatever failovers lie
+// between), and the history is linearizable against an exclusive lease.
+func (h *leaseHistory) check(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.grants) == 0 {
+		t.Fatal("no lease granted during the run")
+	}
+	fences := map[uint64]bool{}
+	for _, g := range h.grants {
+		if fences[g.fence] {
+			t.Fatalf("fence %d granted twice", g.fence)
+		}
+		fences[g.fence] = true
+	}
+	for _, a := range h.grants {
+		for _, b := range h.grants {
+			if a.acqRet < b.acqCall && a.fence >= b.fence {
+				t.Fatalf("fence %d (%s) acquired before fence %d (%s) was asked for: fences must grow",
+					a.fence, a.key, b.fence, b.key)
+			}
+		}
+	}
+	model := leaseModel(int64(h.ttl))
+	res, info := porcupine.CheckOperationsVerbose(model, h.ops, 60*time.Second)
+	if res != porcupine.Ok {
+		path := t.TempDir() + "/lease-history.html"
+		if f, err := os.Create(path); err == nil {
+			_ = porcupine.Visualize(model, info, f)
+			f.Close()
+		}
+		t.Fatalf("lease history of %d operations is %s (visualization: %s)", len(h.ops), res, path)
+	}
+	t.Logf("leases: %d operations, %d grants, %d attempts retried, %d releases confirmed by not_holder after a lost answer; linearizable, fences growing",
+		len(h.ops), len(h.grants), h.retries, h.relAmbiguous)
+}
