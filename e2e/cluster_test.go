@@ -7,7 +7,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -441,4 +443,197 @@ func (h *leaseHistory) check(t *testing.T) {
 	}
 	t.Logf("leases: %d operations, %d grants, %d attempts retried, %d releases confirmed by not_holder after a lost answer; linearizable, fences growing",
 		len(h.ops), len(h.grants), h.retries, h.relAmbiguous)
+}
+
+// ---- pause ----
+
+// TestClusterPausedLeader: the leader is SIGSTOPped for longer than the
+// election TTL with two requests parked on its socket (a broadcast submit
+// and a lease acquire, each with an idempotency key); another replica
+// takes over and commits; then the old leader gets SIGCONT. It must step
+// down, and none of its commits may be accepted after the new leader took
+// office: a parked request either answers with an effect the new leader
+// shows (it was forwarded to the new leader), or fails, and then the new
+// leader has no trace of it (its key is new there, its lock key free).
+// A lease granted before the pause survives the takeover with its full TTL
+// counted from the takeover (hard part 9).
+func TestClusterPausedLeader(t *testing.T) {
+	ec := startCluster(t, 3, "")
+	ctx := context.Background()
+	old, term := ec.leader(60 * time.Second)
+	oc := old.c // the old leader's socket, no retries
+
+	pre, err := oc.SubmitBroadcast(ctx, clusterRequest("pre-pause"))
+	if err != nil || pre.State != "TOMBSTONE" {
+		t.Fatalf("broadcast before the pause: %+v %v", pre, err)
+	}
+	const ttl = 15 * time.Second
+	held, err := oc.AcquireLock(ctx, client.AcquireLock{Owner: "before", TTL: ttl.String(), IdempotencyKey: "held-acq",
+		Keys: []client.LockKey{{Domain: "e2e", Key: "held"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the grant age, so an expiry restarted at the takeover is told
+	// from the original one.
+	time.Sleep(1500 * time.Millisecond)
+
+	old.signal(t, syscall.SIGSTOP)
+	stopped := time.Now()
+	defer old.signal(t, syscall.SIGCONT) // whatever happens below
+	type parked struct {
+		bc  *client.BroadcastResult
+		g   *client.LockGrant
+		err error
+	}
+	bcDone, lockDone := make(chan parked, 1), make(chan parked, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		res, err := oc.SubmitBroadcast(ctx, clusterRequest("parked-bc"))
+		bcDone <- parked{bc: res, err: err}
+	}()
+	parkedAcquire := client.AcquireLock{Owner: "parked", TTL: ttl.String(), IdempotencyKey: "parked-acq",
+		Keys: []client.LockKey{{Domain: "e2e", Key: "parked"}}}
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		g, err := oc.AcquireLock(ctx, parkedAcquire)
+		lockDone <- parked{g: g, err: err}
+	}()
+
+	// A new leader among the others, and a commit through it.
+	next, term2 := ec.leader(60*time.Second, old)
+	if term2 <= term {
+		t.Fatalf("new term %d not above %d", term2, term)
+	}
+	st, err := next.c.Cluster(ctx)
+	if err != nil || st.Leader == nil || st.Leader.Term != term2 {
+		t.Fatalf("cluster status of the new leader: %+v %v", st, err)
+	}
+	takeover := st.Leader.Since // the new leader saw its term begin; its recovery ran after
+	during, err := next.c.SubmitBroadcast(ctx, clusterRequest("during-pause"))
+	if err != nil || during.State != "TOMBSTONE" {
+		t.Fatalf("broadcast through the new leader: %+v %v", during, err)
+	}
+	t.Logf("%s paused in term %d; %s leads term %d after %v", old.name, term, next.name, term2, takeover.Sub(stopped).Round(time.Millisecond))
+
+	// Hard part 9: the grant made before the pause is still held, with its
+	// full TTL from the takeover.
+	g, err := next.c.GetLock(ctx, held.ID)
+	if err != nil {
+		t.Fatalf("grant %s after the takeover: %v", held.ID, err)
+	}
+	if g.Fence != held.Fence {
+		t.Fatalf("grant %s: fence %d, was %d", held.ID, g.Fence, held.Fence)
+	}
+	const slack = 250 * time.Millisecond
+	if g.ExpiresAt.Before(takeover.Add(ttl - slack)) {
+		t.Fatalf("grant %s expires at %v, before takeover %v + TTL %v (original expiry %v)", held.ID,
+			g.ExpiresAt, takeover, ttl, held.ExpiresAt)
+	}
+	if !g.ExpiresAt.After(held.ExpiresAt.Add(time.Second)) {
+		t.Fatalf("grant %s expires at %v: its TTL did not restart at the takeover (original expiry %v)", held.ID, g.ExpiresAt, held.ExpiresAt)
+	}
+	_, err = next.c.AcquireLock(ctx, client.AcquireLock{Owner: "thief", TTL: "5s", Keys: []client.LockKey{{Domain: "e2e", Key: "held"}}})
+	if !client.HasCode(err, "locked") {
+		t.Fatalf("acquire of a key held across the takeover: %v, want locked", err)
+	}
+
+	// Keep the old leader stopped well past its TTL, then wake it.
+	if d := time.Since(stopped); d < 2*clusterElectionTTL {
+		time.Sleep(2*clusterElectionTTL - d)
+	}
+	old.signal(t, syscall.SIGCONT)
+	pausedFor := time.Since(stopped)
+	wait := func(ch chan parked) parked {
+		select {
+		case p := <-ch:
+			return p
+		case <-time.After(70 * time.Second):
+			t.Fatal("a parked request never answered")
+			return parked{}
+		}
+	}
+	pb, pl := wait(bcDone), wait(lockDone)
+	deadline := time.Now().Add(30 * time.Second)
+	for !logHas(old.logPath, "stepping down") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not step down after SIGCONT; log:\n%s", old.name, tail(old.logPath))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fenced := metricValue(t, old, "hostd_cluster_fenced_commits_total")
+
+	// The parked broadcast: an acknowledged one is the new leader's (same
+	// id for its key there); a failed one left no trace (its key is new).
+	retryBC, err := next.c.SubmitBroadcast(ctx, clusterRequest("parked-bc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb.err == nil {
+		if !retryBC.Duplicate || retryBC.ID != pb.bc.ID {
+			t.Fatalf("parked broadcast acknowledged as %d by the old leader, but the new leader answers %+v", pb.bc.ID, retryBC)
+		}
+	} else {
+		if !retryable(pb.err) {
+			t.Fatalf("parked broadcast: %v", pb.err)
+		}
+		if retryBC.Duplicate {
+			t.Fatalf("parked broadcast failed (%v) on the old leader, but the new leader holds it as %d: a commit of the old term was accepted", pb.err, retryBC.ID)
+		}
+	}
+	// The parked acquire, likewise.
+	ins, err := next.c.InspectLock(ctx, "e2e", "parked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pl.err == nil {
+		if len(ins.Holders) != 1 || ins.Holders[0].Fence != pl.g.Fence {
+			t.Fatalf("parked acquire granted fence %d by the old leader; the new leader shows holders %+v", pl.g.Fence, ins.Holders)
+		}
+		if pl.g.Fence <= held.Fence {
+			t.Fatalf("parked grant's fence %d not above the earlier %d", pl.g.Fence, held.Fence)
+		}
+	} else {
+		if !retryable(pl.err) {
+			t.Fatalf("parked acquire: %v", pl.err)
+		}
+		if len(ins.Holders) != 0 {
+			t.Fatalf("parked acquire failed (%v) on the old leader, but the new leader shows holders %+v: a commit of the old term was accepted", pl.err, ins.Holders)
+		}
+		g2, err := next.c.AcquireLock(ctx, parkedAcquire)
+		if err != nil || g2.Duplicate {
+			t.Fatalf("retry of the parked acquire: %+v %v (want a new grant)", g2, err)
+		}
+	}
+
+	// The old replica follows the new leader; the grant from before the
+	// pause is released with its token through it.
+	ost, err := old.c.Cluster(ctx)
+	if err != nil || ost.Leader == nil || ost.Leader.Name != next.name {
+		t.Fatalf("the old leader's view: %+v %v", ost, err)
+	}
+	if err := old.c.ReleaseLock(ctx, held.ID, held.Token); err != nil {
+		t.Fatalf("release of the pre-pause grant through the old leader (now a follower): %v", err)
+	}
+	for _, k := range []string{"pre-pause", "during-pause"} {
+		res, err := next.c.SubmitBroadcast(ctx, clusterRequest(k))
+		if err != nil || !res.Duplicate {
+			t.Fatalf("%s after the pause: %+v %v", k, res, err)
+		}
+	}
+	t.Logf("paused %v; parked broadcast: %s; parked acquire: %s; the old leader's fenced commits: %v",
+		pausedFor.Round(time.Millisecond), outcomeOf(pb.err), outcomeOf(pl.err), fenced)
+}
+
+func outcomeOf(err error) string {
+	if err == nil {
+		return "acknowledged (by the new leader)"
+	}
+	return "failed: " + err.Error()
+}
+
+func logHas(path, s string) bool {
+	b, _ := os.ReadFile(path)
+	return strings.Contains(string(b), s)
 }
