@@ -62,6 +62,10 @@ type committer struct {
 
 	rounds, txns, writers, committed, conflicts atomic.Uint64
 	roundHook                                   atomic.Pointer[func(int)]
+
+	// afterRead, if set (tests, before any commit), runs between a
+	// round's read and its txn: where a writer outside this store races.
+	afterRead func()
 }
 
 func newCommitter(s *Store) *committer {
@@ -326,6 +330,9 @@ func (c *committer) round(q []*request) {
 		pending = pending[used:]
 		if len(chunk) == 0 {
 			continue
+		}
+		if c.afterRead != nil {
+			c.afterRead()
 		}
 		ver, outcome, err := c.commitChunk(chunk, st.rev)
 		switch outcome {

@@ -76,7 +76,9 @@
 // directories, so any delete inside the range since R moves dir's
 // generation. A delete elsewhere under the same directory is a spurious
 // conflict (safe: Update retries); an unbounded range uses the root
-// generation, which every delete moves.
+// generation, which every delete moves. Hence every writer of the prefix
+// must be a Store of this package: a key deleted with a bare etcd client
+// moves no generation and goes unseen by range checks.
 //
 // # Fence
 //

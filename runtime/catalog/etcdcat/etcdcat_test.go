@@ -69,6 +69,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("BackupRestore", func(t *testing.T) { testBackupRestore(t, cli) })
 	t.Run("BadgerToEtcd", func(t *testing.T) { testBadgerToEtcd(t, cli) })
 	t.Run("Telemetry", func(t *testing.T) { testTelemetry(t, cli) })
+	t.Run("OutsideRaces", func(t *testing.T) { testOutsideRaces(t, cli) })
 }
 
 // campaign puts an election-like key and returns its create revision
