@@ -81,11 +81,14 @@ type Store interface {
 	// each writer gets its own result. Checks are validated against the
 	// store and against earlier writers of the same round.
 	// Errors: ErrConflict (a check failed), ErrTooLarge (the batch cannot
-	// be committed atomically), ErrClosed, or a wrapped storage error.
+	// be committed atomically), ErrClosed, ErrFenced (a store bound to a
+	// leader's term, after that term ended), or a wrapped storage error.
 	Commit(ctx context.Context, b *Batch) (Version, error)
 	// NextSequence durably allocates n consecutive values of the named
 	// sequence and returns the first. Values are strictly increasing and
-	// never handed out twice, also across crashes (gaps are allowed).
+	// never handed out twice, also across crashes and (cluster mode)
+	// across leader terms (gaps are allowed). A term-bound store fails with
+	// ErrFenced once its term ended.
 	NextSequence(ctx context.Context, name string, n uint64) (uint64, error)
 	// Close flushes and closes the store. Pending commits fail with ErrClosed.
 	Close() error
