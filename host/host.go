@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -409,15 +410,27 @@ func (h *Host) closeResources(ctx context.Context) []error {
 // Run starts h, waits until ctx is done (or the API server fails), then
 // shuts down gracefully within api.shutdown_timeout.
 func (h *Host) Run(ctx context.Context) error {
-	if err := h.Start(ctx); err != nil {
-		_ = h.Shutdown(context.WithoutCancel(ctx))
+	return RunUntilDone(ctx, h, h.log, h.cfg.API.ShutdownTimeout)
+}
+
+// Daemon is what RunUntilDone drives: a Host, or a cluster replica.
+type Daemon interface {
+	Start(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+}
+
+// RunUntilDone starts d, waits until ctx is done, then shuts d down
+// within timeout (a failed start is shut down at once).
+func RunUntilDone(ctx context.Context, d Daemon, log *slog.Logger, timeout time.Duration) error {
+	if err := d.Start(ctx); err != nil {
+		_ = d.Shutdown(context.WithoutCancel(ctx))
 		return err
 	}
 	<-ctx.Done()
-	h.log.Info("shutting down", "cause", context.Cause(ctx))
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.API.ShutdownTimeout)
+	log.Info("shutting down", "cause", context.Cause(ctx))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	return h.Shutdown(sctx)
+	return d.Shutdown(sctx)
 }
 
 // Config is the validated configuration (read-only).

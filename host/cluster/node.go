@@ -276,15 +276,7 @@ func (n *Node) Start(ctx context.Context) error {
 // Run starts the node, waits until ctx is done, then shuts down: a
 // leader resigns first, so another replica takes over at once.
 func (n *Node) Run(ctx context.Context) error {
-	if err := n.Start(ctx); err != nil {
-		_ = n.Shutdown(context.WithoutCancel(ctx))
-		return err
-	}
-	<-ctx.Done()
-	n.log.Info("shutting down", "cause", context.Cause(ctx))
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.API.ShutdownTimeout)
-	defer cancel()
-	return n.Shutdown(sctx)
+	return host.RunUntilDone(ctx, n, n.log, n.cfg.API.ShutdownTimeout)
 }
 
 // Shutdown resigns (if leading), stops the term's Host, stops serving,
