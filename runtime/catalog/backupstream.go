@@ -3,6 +3,7 @@ package catalog
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -175,3 +176,11 @@ func ReadBackup(r io.Reader, fn func(KV) error) (format uint32, err error) {
 		}
 	}
 }
+
+// Backuper is implemented by stores that write backup files (*DB and the
+// etcd catalog), so that hostd backup works for either backend.
+type Backuper interface {
+	Backup(ctx context.Context, w io.Writer) (Version, error)
+}
+
+var _ Backuper = (*DB)(nil)

@@ -130,3 +130,35 @@ func Restore(ctx context.Context, opts Options, r io.Reader) (err error) {
 	}
 	return st.Close()
 }
+
+var _ catalog.Backuper = (*Store)(nil)
+
+// Migrate copies a whole catalog from src (an embedded *catalog.DB, or
+// another etcd catalog) into opts.Prefix, which must be empty: src's
+// Backup streams into Restore through a pipe, so nothing is staged on
+// disk. It returns the version of src that was copied. This is what
+// hostd migrate runs; src keeps serving meanwhile, so stop writers first
+// if the copy must be the final state. Errors: Restore's and src's.
+func Migrate(ctx context.Context, src catalog.Backuper, opts Options) (catalog.Version, error) {
+	pr, pw := io.Pipe()
+	type backupResult struct {
+		ver catalog.Version
+		err error
+	}
+	done := make(chan backupResult, 1)
+	go func() {
+		ver, err := src.Backup(ctx, pw)
+		pw.CloseWithError(err)
+		done <- backupResult{ver, err}
+	}()
+	rerr := Restore(ctx, opts, pr)
+	pr.CloseWithError(errors.New("catalog: migrate: restore stopped reading"))
+	b := <-done
+	if rerr != nil { // the source's backup then failed for lack of a reader
+		return 0, fmt.Errorf("catalog: migrate: %w", rerr)
+	}
+	if b.err != nil {
+		return 0, fmt.Errorf("catalog: migrate: backup of the source: %w", b.err)
+	}
+	return b.ver, nil
+}

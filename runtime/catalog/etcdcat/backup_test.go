@@ -168,4 +168,25 @@ func testBadgerToEtcd(t *testing.T, cli *clientv3.Client) {
 	if n, _ := s.NextSequence(ctx, "ids", 1); n <= seq {
 		t.Fatalf("migrated sequence %d <= %d", n, seq)
 	}
+	// Migrate streams the same thing without a file; a second migrate
+	// into the now non-empty prefix is refused and leaves it as it was.
+	o2 := Options{Client: cli, Prefix: fmt.Sprintf("/migrated%d/", prefixN.Add(1))}
+	ver, err := Migrate(ctx, db, o2)
+	if err != nil || ver != db.Version() {
+		t.Fatalf("migrate: %d %v (source at %d)", ver, err, db.Version())
+	}
+	s2, err := Open(ctx, o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := dump(t, s2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Migrate copied %d records, want %d", len(got), len(want))
+	}
+	if _, err := Migrate(ctx, db, o2); !errors.Is(err, catalog.ErrInvalid) {
+		t.Fatalf("migrate into a non-empty prefix: %v", err)
+	}
+	if got := dump(t, s2); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("refused migrate changed the prefix: %d records", len(got))
+	}
 }

@@ -102,7 +102,9 @@
 // Backup writes every record under P k/ at one revision in the catalog's
 // backup file format; Restore writes such a file (from either backend)
 // under an empty prefix in txns that fit the limits, removing what it
-// wrote on any error (the checksum is at the end of the file).
+// wrote on any error (the checksum is at the end of the file). Migrate
+// streams any catalog.Backuper (an embedded *catalog.DB) into an empty
+// prefix through a pipe: hostd migrate.
 //
 // # Metrics and spans
 //
