@@ -107,7 +107,7 @@ func Open(ctx context.Context, opts Options) (*Log, error) {
 	if need := int64(opts.MaxRecordBytes + Envelope); l.nc.MaxPayload() < need {
 		return fail(&PayloadError{ServerMax: l.nc.MaxPayload(), Need: need})
 	}
-	js, err := jetstream.New(l.nc, jetstream.WithDefaultTimeout(opts.RequestTimeout))
+	js, err := jetstream.New(l.nc, jetstream.WithDefaultTimeout(opts.RequestTimeout), jetstream.WithPublishAsyncTimeout(opts.RequestTimeout))
 	if err != nil {
 		return fail(fmt.Errorf("jswal: %w", err))
 	}
@@ -676,15 +676,16 @@ func (l *Log) observeTick(t uint64) {
 func (l *Log) load(ctx context.Context, queue string, s *qstate) error {
 	// Another writer may extend the queue between our reading its tail
 	// and publishing the fence (whose expected sequence then fails): read
-	// the tail again. Bounded, so a writer that never pauses cannot keep
-	// us here forever.
-	var err error
-	for attempt := 0; attempt < 16; attempt++ {
-		if err = l.loadOnce(ctx, queue, s); !errors.Is(err, errConflict) {
+	// the tail again, for up to twice RequestTimeout. An old leader that
+	// appends without pause (each append in flight while we read) can make
+	// many attempts fail; see docs/jetstream-wal.md, "Not done yet".
+	deadline := time.Now().Add(2 * l.o.RequestTimeout)
+	for {
+		err := l.loadOnce(ctx, queue, s)
+		if !errors.Is(err, errConflict) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 	}
-	return err
 }
 
 func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
@@ -785,7 +786,7 @@ func (l *Log) Seal(ctx context.Context, queue string) (wal.Seal, error) {
 		last := s.tailTick // the seal carries the last record's tick
 		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(kindSeal, last, nil, nil))
 		seq, err := l.publish(ctx, queue, s, m, "")
-		if errors.Is(err, errConflict) && attempt < 16 {
+		if errors.Is(err, errConflict) && attempt < 1000 && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
@@ -816,6 +817,105 @@ func (l *Log) msg(subj string, term, pseq uint64, body []byte) *nats.Msg {
 // testDropAck, set by tests only, turns a stored publish into a timeout
 // (the ack lost on its way back), to exercise the unknown-outcome path.
 var testDropAck func(*nats.Msg) bool
+
+// pipeline publishes ms (records recs, in order) at once, message k
+// expecting s.tail+k as the last sequence, and returns the sequences of
+// the leading messages that are stored (with s.mu held; s.tail is not
+// updated). The rest were not stored; the caller re-reads the tail and
+// goes on. An ack that never came is settled by position: message k can
+// only be at s.tail+k+1, so the leader's message there tells (producer id
+// and sequence). If that cannot be read, the error is ErrUnknownOutcome.
+func (l *Log) pipeline(ctx context.Context, queue string, s *qstate, ms []*nats.Msg, recs []wal.Record) ([]uint64, error) {
+	st, err := l.stream(ctx, queue, s)
+	if err != nil {
+		return nil, err
+	}
+	base := s.tail
+	futs := make([]jetstream.PubAckFuture, 0, len(ms))
+	for k, m := range ms {
+		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(base + uint64(k)), jetstream.WithRetryAttempts(0)}
+		if recs[k].ID != "" {
+			opts = append(opts, jetstream.WithMsgID(recs[k].ID))
+		}
+		f, err := l.js.PublishMsgAsync(m, opts...)
+		if err != nil {
+			break // the rest is not sent: not stored
+		}
+		futs = append(futs, f)
+	}
+	type outcome struct {
+		seq     uint64
+		dup     bool
+		ok      bool
+		unknown bool
+		err     error
+	}
+	outs := make([]outcome, len(futs))
+	for k, f := range futs {
+		select {
+		case ack := <-f.Ok():
+			outs[k] = outcome{seq: ack.Sequence, dup: ack.Duplicate, ok: true}
+			if testDropAck != nil && testDropAck(ms[k]) {
+				outs[k] = outcome{unknown: true}
+			}
+		case err := <-f.Err():
+			var apiErr *jetstream.APIError
+			switch {
+			case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+				apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+				outs[k] = outcome{} // refused: not stored
+			case errors.As(err, &apiErr):
+				outs[k] = outcome{err: fmt.Errorf("jswal: append to %q: %w", queue, err)}
+			case errors.Is(err, jetstream.ErrNoStreamResponse):
+				outs[k] = outcome{}
+			default:
+				outs[k] = outcome{unknown: true}
+			}
+		case <-ctx.Done():
+			outs[k] = outcome{unknown: true}
+		}
+	}
+	var seqs []uint64
+	tail := base
+	k := 0
+	for ; k < len(outs); k++ {
+		o := outs[k]
+		if o.unknown {
+			pos := base + uint64(k) + 1 // the only place message k can be
+			d, gerr := l.get(ctx, queue, st, pos)
+			switch {
+			case gerr == nil && d.prod == ms[k].Header.Get(hdrProducer) && strconv.FormatUint(d.pseq, 10) == ms[k].Header.Get(hdrProdSeq):
+				o = outcome{seq: pos, ok: true}
+			case gerr == nil || errors.Is(gerr, jetstream.ErrMsgNotFound):
+				o = outcome{} // not there: not stored
+			default:
+				return seqs, fmt.Errorf("%w: append to %q at offset %d: %w", ErrUnknownOutcome, queue, pos-1, gerr)
+			}
+		}
+		if o.err != nil {
+			return seqs, o.err
+		}
+		if !o.ok {
+			break
+		}
+		if !o.dup {
+			if o.seq != tail+1 {
+				return seqs, fmt.Errorf("jswal: append to %q: record stored at offset %d, expected %d", queue, o.seq-1, tail)
+			}
+			tail = o.seq
+		}
+		seqs = append(seqs, o.seq)
+	}
+	// Nothing after the first record not stored may be stored (each
+	// expected its predecessor's sequence) unless another writer of this
+	// term interleaved: then the batch's order is lost, say so.
+	for k++; k < len(outs); k++ {
+		if outs[k].ok && !outs[k].dup {
+			return seqs, fmt.Errorf("jswal: append to %q: another writer interleaved with the batch (record %d stored at offset %d)", queue, k, outs[k].seq-1)
+		}
+	}
+	return seqs, nil
+}
 
 // errConflict is publish's report of a wrong expected last sequence that
 // was not this writer's own earlier attempt.
@@ -951,6 +1051,37 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 		}
 		if s.sealed {
 			return nil, sealedErr(queue, s.tail, i, out)
+		}
+		if len(recs)-i > 1 {
+			// Several records: publish them all at once, each expecting
+			// the previous one's sequence, and settle what got stored.
+			ms := make([]*nats.Msg, len(recs)-i)
+			for k := range ms {
+				r := recs[i+k]
+				ms[k] = l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(byte(r.Kind), tick+uint64(i+k), r.Props, r.Payload))
+			}
+			seqs, err := l.pipeline(ctx, queue, s, ms, recs[i:])
+			for k, seq := range seqs {
+				r := recs[i+k]
+				if seq > s.tail {
+					s.tail, s.tailTerm, s.tailTick = seq, l.term.Load(), tick+uint64(i+k)
+				}
+				out = append(out, wal.Entry{Offset: seq - 1, Tick: tick + uint64(i+k), Payload: r.Payload, Props: r.Props, Kind: r.Kind, ID: r.ID})
+			}
+			i += len(seqs)
+			if err != nil {
+				if i > 0 {
+					return nil, fmt.Errorf("jswal: %d of %d records stored at offsets %d..%d: %w", i, len(recs), out[0].Offset, out[i-1].Offset, err)
+				}
+				return nil, err
+			}
+			if i < len(recs) {
+				s.loaded = false // the rest was refused: read the tail again
+				if conflicts++; conflicts > 8 {
+					return nil, fmt.Errorf("jswal: %d of %d records stored: %w", i, len(recs), errConflict)
+				}
+			}
+			continue
 		}
 		r := recs[i]
 		t := tick + uint64(i)

@@ -528,3 +528,98 @@ func TestBroadcastEngineOnJetStream(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchPipelinedLostAck: a batch is published at once, each record
+// expecting its predecessor's sequence. The ack of the middle record is
+// lost; its position (the only one it can have) shows it stored, so the
+// batch is stored once, in order, and the next append goes on after it.
+func TestBatchPipelinedLostAck(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "BP", Term: 2})
+	if err := l.Create(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	jswal.SetDropAck(func(m *nats.Msg) bool { return string(m.Data[len(m.Data)-2:]) == "r1" && n.Add(1) == 1 })
+	t.Cleanup(func() { jswal.SetDropAck(nil) })
+	recs := []wal.Record{{Payload: []byte("r0")}, {Payload: []byte("r1"), ID: "x/1"}, {Payload: []byte("r2")}}
+	ents, err := l.Append(ctx, "b", recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// offset 0 is the term fence.
+	for i, e := range ents {
+		if e.Offset != uint64(i+1) {
+			t.Fatalf("record %d at %d, want %d", i, e.Offset, i+1)
+		}
+	}
+	more, err := l.Append(ctx, "b", []wal.Record{{Payload: []byte("r3")}, {Payload: []byte("r4")}})
+	if err != nil || more[0].Offset != 4 || more[1].Offset != 5 {
+		t.Fatalf("next batch %v, %v; want offsets 4, 5", more, err)
+	}
+	got, err := l.Read(ctx, "b", 0, 100)
+	if err != nil || len(got) != 5 {
+		t.Fatalf("read %d entries, %v; want 5", len(got), err)
+	}
+	for i, e := range got {
+		if want := fmt.Sprintf("r%d", i); string(e.Payload) != want {
+			t.Fatalf("entry %d is %q, want %q", i, e.Payload, want)
+		}
+	}
+	if n.Load() != 1 {
+		t.Fatalf("the ack was dropped %d times, want 1", n.Load())
+	}
+}
+
+// TestBatchDuplicateInTheMiddle: a record of a batch whose ID JetStream
+// still remembers is not stored again; the records after it are, right
+// after the queue's real tail.
+func TestBatchDuplicateInTheMiddle(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "BD"})
+	if err := l.Create(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := l.Append(ctx, "d", []wal.Record{{Payload: []byte("a"), ID: "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := l.Append(ctx, "d", []wal.Record{{Payload: []byte("b"), ID: "b"}, {Payload: []byte("a"), ID: "a"}, {Payload: []byte("c"), ID: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents[0].Offset != 1 || ents[1].Offset != first[0].Offset || ents[2].Offset != 2 {
+		t.Fatalf("offsets %d %d %d, want 1 %d 2", ents[0].Offset, ents[1].Offset, ents[2].Offset, first[0].Offset)
+	}
+	if mx, _ := l.Max(ctx, "d"); mx != 3 {
+		t.Fatalf("Max %d, want 3", mx)
+	}
+}
+
+// BenchmarkAppendBatch64 appends batches of 64 records of 128 bytes to one
+// queue (file storage, sync_interval always).
+func BenchmarkAppendBatch64(b *testing.B) {
+	c := natstest.Start(b, natstest.Options{SyncAlways: true})
+	l, err := jswal.Open(context.Background(), jswal.Options{URL: c.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	if err := l.Create(ctx, "b"); err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]wal.Record, 64)
+	for i := range recs {
+		recs[i] = wal.Record{Payload: make([]byte, 128)}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := l.Append(ctx, "b", recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*64)/b.Elapsed().Seconds(), "records/s")
+}
