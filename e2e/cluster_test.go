@@ -448,13 +448,20 @@ func (h *leaseHistory) check(t *testing.T) {
 // ---- pause ----
 
 // TestClusterPausedLeader: the leader is SIGSTOPped for longer than the
-// election TTL with two requests parked on its socket (a broadcast submit
-// and a lease acquire, each with an idempotency key); another replica
-// takes over and commits; then the old leader gets SIGCONT. It must step
-// down, and none of its commits may be accepted after the new leader took
-// office: a parked request either answers with an effect the new leader
-// shows (it was forwarded to the new leader), or fails, and then the new
-// leader has no trace of it (its key is new there, its lock key free).
+// election TTL while broadcasts stream into its socket, with two more
+// requests parked there during the pause (a broadcast submit and a lease
+// acquire, each with an idempotency key); another replica takes over and
+// commits; then the old leader gets SIGCONT. It must step down, and none of
+// its commits may be accepted after the new leader took office:
+//   - it tries (the work it had in flight) and is refused: its
+//     hostd_cluster_fenced_commits_total (or its log) shows the refusal;
+//   - a parked request either answers with an effect the new leader shows
+//     (it was forwarded there) or fails, and then the new leader has no
+//     trace of it (its key is new there, its lock key free);
+//   - no task with an id of the old term was created after the pause
+//     began, every broadcast answered by the old leader exists with its id,
+//     and no vchannel holds a broadcast twice.
+//
 // A lease granted before the pause survives the takeover with its full TTL
 // counted from the takeover (hard part 9).
 func TestClusterPausedLeader(t *testing.T) {
@@ -477,8 +484,22 @@ func TestClusterPausedLeader(t *testing.T) {
 	// from the original one.
 	time.Sleep(1500 * time.Millisecond)
 
+	// Broadcasts keep arriving at the old leader up to the pause, so some
+	// are inside its engine (persisted, half appended, ...) when it stops.
+	l := newLedger("old-%04d")
+	l.acked["pre-pause"], l.issued["pre-pause"] = pre.ID, true
+	hammerStop := make(chan struct{})
+	hammerDone := make(chan struct{})
+	go func() {
+		defer close(hammerDone)
+		runSubmitters(t, oc, l, submitters{workers: 4, timeout: 60 * time.Second, backoff: 20 * time.Millisecond,
+			request: clusterRequest}, hammerStop, true)
+	}()
+	time.Sleep(300 * time.Millisecond)
+
 	old.signal(t, syscall.SIGSTOP)
 	stopped := time.Now()
+	close(hammerStop)                    // no new requests; those in flight stay parked
 	defer old.signal(t, syscall.SIGCONT) // whatever happens below
 	type parked struct {
 		bc  *client.BroadcastResult
@@ -515,6 +536,9 @@ func TestClusterPausedLeader(t *testing.T) {
 	if err != nil || during.State != "TOMBSTONE" {
 		t.Fatalf("broadcast through the new leader: %+v %v", during, err)
 	}
+	l.mu.Lock()
+	l.acked["during-pause"], l.issued["during-pause"] = during.ID, true
+	l.mu.Unlock()
 	t.Logf("%s paused in term %d; %s leads term %d after %v", old.name, term, next.name, term2, takeover.Sub(stopped).Round(time.Millisecond))
 
 	// Hard part 9: the grant made before the pause is still held, with its
@@ -562,7 +586,15 @@ func TestClusterPausedLeader(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	<-hammerDone
+	// The old leader had work in flight when it stopped (the submitters'
+	// requests, the parked ones): waking up, it tried to commit some of it
+	// in its old term, and etcd refused. Without a refusal this test did
+	// not exercise the fence.
 	fenced := metricValue(t, old, "hostd_cluster_fenced_commits_total")
+	if fenced < 1 && !logHas(old.logPath, "etcd catalog fenced") {
+		t.Errorf("%s neither counted nor logged a fenced commit after SIGCONT: the fence was not exercised; log:\n%s", old.name, tail(old.logPath))
+	}
 
 	// The parked broadcast: an acknowledged one is the new leader's (same
 	// id for its key there); a failed one left no trace (its key is new).
@@ -616,14 +648,35 @@ func TestClusterPausedLeader(t *testing.T) {
 	if err := old.c.ReleaseLock(ctx, held.ID, held.Token); err != nil {
 		t.Fatalf("release of the pre-pause grant through the old leader (now a follower): %v", err)
 	}
-	for _, k := range []string{"pre-pause", "during-pause"} {
-		res, err := next.c.SubmitBroadcast(ctx, clusterRequest(k))
-		if err != nil || !res.Duplicate {
-			t.Fatalf("%s after the pause: %+v %v", k, res, err)
+	oldAcked := len(l.acked) - 2 // answered by the old leader's socket (not pre- and during-pause)
+	l.acked["parked-bc"], l.issued["parked-bc"] = retryBC.ID, true
+
+	// Finish the old leader's unanswered broadcasts through any replica.
+	drain := make(chan struct{})
+	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
+	runSubmitters(t, ec.randomClient(), l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
+		request: clusterRequest}, drain, false)
+	timer.Stop()
+	checkClusterBroadcasts(t, ec, next.c, l)
+	// The new leader's ids come from a block reserved in its term, above
+	// every id of the old term, and "during-pause" was its first broadcast.
+	// So a task with a lower id is the old term's: it must have been
+	// created before the pause. One created after it (when the old leader
+	// woke up) is a commit of the old term accepted after the new leader
+	// took office.
+	oldTerm := 0
+	for _, tk := range listBroadcasts(t, next.c, client.BroadcastFilter{}) {
+		if tk.ID < during.ID {
+			oldTerm++
+			if !tk.CreatedAt.Before(stopped) {
+				t.Errorf("task %d (key %s) of the old term was created at %v, after the pause began at %v",
+					tk.ID, tk.IdempotencyKey, tk.CreatedAt, stopped)
+			}
 		}
 	}
-	t.Logf("paused %v; parked broadcast: %s; parked acquire: %s; the old leader's fenced commits: %v",
-		pausedFor.Round(time.Millisecond), outcomeOf(pb.err), outcomeOf(pl.err), fenced)
+	t.Logf("paused %v; parked broadcast: %s; parked acquire: %s; the old leader's fenced commits: %v; "+
+		"%d broadcasts acknowledged by the old leader's socket, %d tasks of the old term",
+		pausedFor.Round(time.Millisecond), outcomeOf(pb.err), outcomeOf(pl.err), fenced, oldAcked, oldTerm)
 }
 
 func outcomeOf(err error) string {
