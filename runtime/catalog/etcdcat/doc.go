@@ -74,9 +74,11 @@
 // bounds, cut after a "/", at most four levels deep). Every delete of a
 // key bumps the generations of "" and of each of its first four
 // directories, so any delete inside the range since R moves dir's
-// generation. A delete elsewhere under the same directory is a spurious
-// conflict (safe: Update retries); an unbounded range uses the root
-// generation, which every delete moves. Hence every writer of the prefix
+// generation. R is the committer's own read just before the txn, so the
+// only deletes that move a generation needlessly (elsewhere under the
+// directory; anywhere, for an unbounded range, which uses the root
+// generation) are another store's in that window: a lost race, retried,
+// never a conflict of its own. Hence every writer of the prefix
 // must be a Store of this package: a key deleted with a bare etcd client
 // moves no generation and goes unseen by range checks.
 //
