@@ -5,6 +5,7 @@
 //
 //	go test ./e2e/
 //	HOSTD_LONG=1 go test ./e2e/    # the long versions
+//	HOSTD_CLUSTER_LONG=1 go test -run TestCluster ./e2e/   # only the cluster ones
 //
 // The tests:
 //
@@ -23,6 +24,17 @@
 //   - diskfull_test.go: no room for the catalog's files at start; the
 //     filesystem filling up while hostd runs (a small tmpfs mounted in a
 //     user+mount namespace with `unshare -rm`).
+//
+//   - cluster_test.go: cluster mode through real processes — a 3-member
+//     etcd in the test process (internal/etcdtest) and three hostd
+//     replicas as subprocesses (cluster_helpers_test.go: start, find the
+//     leader, kill -9, restart, SIGSTOP/SIGCONT, a client that spreads
+//     requests over random replicas). TestClusterLeaderKills kills the
+//     leader under broadcast and lease load (3 kills; 20 with
+//     HOSTD_CLUSTER_LONG=1 or HOSTD_LONG=1) and logs the failover time
+//     p50/p99; TestClusterPausedLeader pauses the leader past its election
+//     TTL and checks that none of its old-term commits is accepted and that
+//     a lease outlives the takeover with its full TTL.
 //
 // helpers_test.go holds what the tests share: the daemon subprocess
 // (start, startReady, stop, kill), its config and log, the broadcast
