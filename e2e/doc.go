@@ -24,7 +24,6 @@
 //   - diskfull_test.go: no room for the catalog's files at start; the
 //     filesystem filling up while hostd runs (a small tmpfs mounted in a
 //     user+mount namespace with `unshare -rm`).
-//
 //   - cluster_test.go: cluster mode through real processes — a 3-member
 //     etcd in the test process (internal/etcdtest) and three hostd
 //     replicas as subprocesses (cluster_helpers_test.go: start, find the
