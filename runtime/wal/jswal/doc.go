@@ -16,24 +16,30 @@
 //
 // One stream per physical queue (docs/jetstream-wal.md has the
 // measurement behind the choice and its limit): stream
-// <prefix>_<readable part of the name>_<hash>, one subject
-// <prefix>.q.<hash>, the queue's name in the stream's metadata
-// (hostd_queue). Offset = stream sequence - 1: dense, never renumbered;
-// Trim purges a prefix, so Min moves and Max stays.
+// <prefix>_<readable part of the name>_<hash>, two subjects — data
+// <prefix>.q.<hash> and fences <prefix>.f.<hash> — and the queue's name in
+// the stream's metadata (hostd_queue). Offset = stream sequence - 1:
+// dense, never renumbered; Trim purges a prefix, so Min moves and Max
+// stays.
 //
 // # Fenced, deduplicated appends
 //
-// Every publish carries Nats-Expected-Last-Sequence = the tail this
+// Every data publish carries Nats-Expected-Last-Sequence = the tail this
 // writer knows, so of two writers only one extends a queue; every record
 // carries Hostd-Term (the writer's term), Hostd-Producer and
 // Hostd-Producer-Seq, and Record.ID as Nats-Msg-Id. A writer with a term
 // fences a queue before its first append there (and Fence does it on
-// demand): a fence record at its term, published with the tail it read as
-// the expected sequence. An older writer's next append then fails on the
-// sequence; it re-reads the tail, finds a newer term and returns a
-// *FencedError without appending. Reads skip fence records (each takes an
-// offset: reads may show gaps). Trim keeps a fenced queue's last record,
-// so the fence's term survives retention.
+// demand): a fence record at its term on the fence subject, expecting the
+// last fence's sequence there (Nats-Expected-Last-Subject-Sequence), after
+// checking that the last fence's term is not newer. Fences are ordered
+// against each other only — a writer that keeps appending cannot keep a
+// fence out — and every fence moves the stream's last sequence, so an
+// older writer's next data append fails on the sequence; it then reads
+// the last fence, finds a newer term and returns a *FencedError without
+// appending. Reads skip fence records (each takes an offset: reads may
+// show gaps). Trim carries the last fence forward (a copy) before purging
+// past it, so the fence's term survives retention. Seal is a fence-subject
+// record that no append may follow.
 //
 // A publish that times out is retried with the same Msg-Id and expected
 // sequence; if the retry meets a wrong sequence, the message at the

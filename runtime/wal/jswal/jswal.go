@@ -59,11 +59,12 @@ type Log struct {
 type qstate struct {
 	mu       sync.Mutex
 	stream   jetstream.Stream // nil until looked up
-	loaded   bool             // tail and tailTerm mirror the stream
-	tail     uint64           // stream sequence of the last message (0: none)
-	tailTerm uint64           // term of the last message
-	tailTick uint64           // tick of the last message
-	sealed   bool             // the last message is a seal
+	loaded    bool             // the fields below mirror the stream
+	tail      uint64           // stream sequence of the last message (0: none)
+	tailTick  uint64           // tick of the last message
+	fenceSeq  uint64           // sequence of the last fence or seal (0: none)
+	fenceTerm uint64           // its term
+	sealed    bool             // the last fence-subject message is a seal
 }
 
 // The JetStream log is a wal.Log, a wal.Fencer and a wal.Sealer.
@@ -163,6 +164,22 @@ func (l *Log) names(queue string) (stream, subject string) {
 	return l.o.StreamPrefix + "_" + b.String() + "_" + h, l.o.StreamPrefix + ".q." + h
 }
 
+// fenceSubject is the subject of queue's fences and seal: apart from
+// the data subject, so a fence is ordered against other fences only
+// (Nats-Expected-Last-Subject-Sequence) and an appending writer cannot
+// keep it out, while it still moves the stream's last sequence that every
+// data append expects.
+func (l *Log) fenceSubject(queue string) string {
+	_, data := l.names(queue)
+	return l.o.StreamPrefix + ".f." + data[len(l.o.StreamPrefix)+len(".q."):]
+}
+
+// anySubject matches both subjects of queue (for Wait).
+func (l *Log) anySubject(queue string) string {
+	_, data := l.names(queue)
+	return l.o.StreamPrefix + ".*." + data[len(l.o.StreamPrefix)+len(".q."):]
+}
+
 func (l *Log) q(queue string) (*qstate, error) {
 	if err := wal.ValidateQueueName(queue); err != nil {
 		return nil, err
@@ -235,7 +252,7 @@ func (l *Log) Create(ctx context.Context, queue string) error {
 	cfg := jetstream.StreamConfig{
 		Name:        name,
 		Description: "hostd physical queue " + queue,
-		Subjects:    []string{subj},
+		Subjects:    []string{subj, l.fenceSubject(queue)},
 		Storage:     jetstream.FileStorage,
 		Replicas:    l.o.Replicas,
 		Duplicates:  l.o.Duplicates,
@@ -361,14 +378,25 @@ func (l *Log) Max(ctx context.Context, queue string) (uint64, error) {
 
 // get reads the message at stream sequence seq.
 func (l *Log) get(ctx context.Context, queue string, st jetstream.Stream, seq uint64) (decoded, error) {
+	return l.getReq(ctx, queue, st, seq, "")
+}
+
+// getLast reads the last message on subject subj (jetstream.ErrMsgNotFound
+// if there is none).
+func (l *Log) getLast(ctx context.Context, queue string, st jetstream.Stream, subj string) (decoded, error) {
+	return l.getReq(ctx, queue, st, 0, subj)
+}
+
+func (l *Log) getReq(ctx context.Context, queue string, st jetstream.Stream, seq uint64, lastBySubj string) (decoded, error) {
 	rctx, cancel := l.rctx(ctx)
 	defer cancel()
 	// The stream leader's message get, not a direct get: a direct get may
 	// be answered by a replica that has not stored seq yet, and the tail
 	// a writer fences or the seal it checks must be the leader's.
 	req, _ := json.Marshal(struct {
-		Seq uint64 `json:"seq"`
-	}{seq})
+		Seq        uint64 `json:"seq,omitempty"`
+		LastBySubj string `json:"last_by_subj,omitempty"`
+	}{seq, lastBySubj})
 	resp, err := l.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+st.CachedInfo().Config.Name, req)
 	if err != nil {
 		return decoded{}, err
@@ -527,8 +555,7 @@ func (l *Log) Wait(ctx context.Context, queue string, offset uint64) error {
 	if _, err := l.q(queue); err != nil {
 		return err
 	}
-	_, subj := l.names(queue)
-	sub, err := l.nc.SubscribeSync(subj)
+	sub, err := l.nc.SubscribeSync(l.anySubject(queue))
 	if err != nil {
 		return fmt.Errorf("jswal: wait on %q: %w", queue, err)
 	}
@@ -609,10 +636,11 @@ func (l *Log) NextHint(ctx context.Context, queue string) (uint64, error) {
 }
 
 // Trim purges the entries below to (clamped to Max) and returns the new
-// Min. A queue whose last record carries a term (a fenced queue) or is a
-// seal keeps that record: it is what tells a writer of an older term that
-// it was fenced, or any writer that the queue is sealed, so Trim stops
-// one short of Max there.
+// Min. The queue's last fence (or seal) is what tells a writer of an
+// older term that it was fenced, so it must outlive retention: if it is
+// below to, a copy of it is appended first (ordered against other fences
+// only), then the data below to and the older fences are purged. The
+// copy takes an offset, like every fence.
 func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error) {
 	s, err := l.q(queue)
 	if err != nil {
@@ -626,24 +654,42 @@ func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error)
 	}
 	mn, mx := minMax(ss)
 	to = min(to, mx)
-	if to == mx && mx > mn {
-		d, err := l.get(ctx, queue, st, mx)
-		if err != nil {
-			return 0, fmt.Errorf("jswal: trim %q: %w", queue, err)
-		}
-		if d.term > 0 || d.fence || d.seal {
-			to = mx - 1
-		}
-	}
 	if to <= mn {
 		return mn, nil
 	}
+	_, data := l.names(queue)
+	fsubj := l.fenceSubject(queue)
+	f, err := l.getLast(ctx, queue, st, fsubj)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case err != nil:
+		return 0, fmt.Errorf("jswal: trim %q: %w", queue, err)
+	case f.entry.Offset < to:
+		kind := byte(kindFence)
+		if f.seal {
+			kind = kindSeal
+		}
+		m := l.msg(fsubj, f.term, l.pseq.Add(1), encodeBody(kind, f.entry.Tick, nil, nil))
+		s.fenceSeq = f.entry.Offset + 1
+		if _, err := l.publishFence(ctx, queue, s, m); err != nil {
+			return 0, fmt.Errorf("jswal: trim %q: carry the fence forward: %w", queue, err)
+		}
+		s.loaded = false
+	}
 	rctx, cancel := l.rctx(ctx)
 	defer cancel()
-	if err := st.Purge(rctx, jetstream.WithPurgeSequence(to+1)); err != nil {
+	if err := st.Purge(rctx, jetstream.WithPurgeSubject(data), jetstream.WithPurgeSequence(to+1)); err != nil {
 		return 0, fmt.Errorf("jswal: trim %q: %w", queue, l.streamErr(queue, err))
 	}
-	return to, nil
+	if err := st.Purge(rctx, jetstream.WithPurgeSubject(fsubj), jetstream.WithPurgeKeep(1)); err != nil {
+		return 0, fmt.Errorf("jswal: trim %q: %w", queue, l.streamErr(queue, err))
+	}
+	_, ss, err = l.state(ctx, queue)
+	if err != nil {
+		return 0, err
+	}
+	mn, _ = minMax(ss)
+	return mn, nil
 }
 
 // nextTick returns a tick above every tick this process handed out or saw
@@ -668,17 +714,18 @@ func (l *Log) observeTick(t uint64) {
 	l.tmu.Unlock()
 }
 
-// load reads the queue's tail (with s.mu held): its last sequence and the
-// term of its last message. A tail of a higher term than the writer's is
-// a *FencedError; a tail of a lower term is fenced now (a fence record at
-// the writer's term, expected-last-sequence = the tail read), so no writer
-// of an older term can append after this writer's first append.
+// load reads the queue's state (with s.mu held): its last sequence, the
+// tick of its last message and its last fence (or seal) with the fence's
+// term. A fence of a higher term than the writer's is a *FencedError; a
+// lower one is superseded now (a fence at the writer's term, expecting
+// the last fence's sequence on the fence subject), so no writer of an
+// older term can append after this writer's first append: its data
+// append expects a last sequence the fence has moved, and the fence it
+// then reads is newer.
 func (l *Log) load(ctx context.Context, queue string, s *qstate) error {
-	// Another writer may extend the queue between our reading its tail
-	// and publishing the fence (whose expected sequence then fails): read
-	// the tail again, for up to twice RequestTimeout. An old leader that
-	// appends without pause (each append in flight while we read) can make
-	// many attempts fail; see docs/jetstream-wal.md, "Not done yet".
+	// Another fencer may land between our reading the last fence and
+	// publishing ours (which then conflicts): read again, for up to twice
+	// RequestTimeout. Data appends never conflict with a fence.
 	deadline := time.Now().Add(2 * l.o.RequestTimeout)
 	for {
 		err := l.loadOnce(ctx, queue, s)
@@ -696,26 +743,37 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 	if err != nil {
 		return err
 	}
-	s.tail, s.tailTerm, s.tailTick, s.sealed = ss.LastSeq, 0, 0, false
-	mn, mx := minMax(ss)
-	if mx > mn {
-		d, err := l.get(ctx, queue, st, mx)
-		if err != nil {
-			return fmt.Errorf("jswal: read tail of %q: %w", queue, err)
+	s.tail, s.tailTick, s.fenceSeq, s.fenceTerm, s.sealed = ss.LastSeq, 0, 0, 0, false
+	if ss.LastSeq > 0 {
+		f, err := l.getLast(ctx, queue, st, l.fenceSubject(queue))
+		switch {
+		case err == nil:
+			s.fenceSeq, s.fenceTerm, s.sealed = f.entry.Offset+1, f.term, f.seal
+			if s.fenceSeq == s.tail {
+				s.tailTick = f.entry.Tick
+			}
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return fmt.Errorf("jswal: read last fence of %q: %w", queue, err)
 		}
-		s.tailTerm, s.tailTick, s.sealed = d.term, d.entry.Tick, d.seal
-		l.observeTick(d.entry.Tick)
+		if mn, mx := minMax(ss); mx > mn && s.fenceSeq != s.tail {
+			d, err := l.get(ctx, queue, st, mx)
+			if err != nil {
+				return fmt.Errorf("jswal: read tail of %q: %w", queue, err)
+			}
+			s.tailTick = d.entry.Tick
+		}
+		l.observeTick(s.tailTick)
 	}
 	term := l.term.Load()
-	if s.tailTerm > term {
-		return &FencedError{Queue: queue, Term: term, By: s.tailTerm}
+	if s.fenceTerm > term {
+		return &FencedError{Queue: queue, Term: term, By: s.fenceTerm}
 	}
 	s.loaded = true
 	if s.sealed {
 		return nil // nothing will be appended: no fence needed
 	}
-	if s.tailTerm < term {
-		if err := l.fenceLocked(ctx, queue, st, s, term); err != nil {
+	if s.fenceTerm < term {
+		if err := l.fenceLocked(ctx, queue, s, term); err != nil {
 			s.loaded = false
 			return err
 		}
@@ -724,10 +782,12 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 }
 
 // Fence raises the writer's term to term (if higher) and writes a term
-// fence into queue unless its tail already carries that term: after it,
-// appends of writers with an older term fail with a *FencedError (theirs
-// carry an expected last sequence that is no longer the tail, and the
-// tail they then read is of a newer term). Reads skip fence records; each
+// fence into queue unless its last fence already carries that term: after
+// it, appends of writers with an older term fail with a *FencedError
+// (theirs carry an expected last sequence the fence has moved, and the
+// last fence they then read is of a newer term). Fences have a subject of
+// their own and are ordered against each other only, so a writer that
+// keeps appending cannot keep a fence out. Reads skip fence records; each
 // takes one offset. Call it for every queue on taking office (appends
 // also fence lazily, before the term's first write to each queue).
 // Errors: *FencedError if the queue already holds a newer term.
@@ -748,21 +808,52 @@ func (l *Log) Fence(ctx context.Context, queue string, term uint64) error {
 	return l.load(ctx, queue, s)
 }
 
-func (l *Log) fenceLocked(ctx context.Context, queue string, st jetstream.Stream, s *qstate, term uint64) error {
-	_, subj := l.names(queue)
-	m := l.msg(subj, term, l.pseq.Add(1), encodeBody(kindFence, l.nextTick(1), nil, nil))
-	seq, err := l.publish(ctx, queue, s, m, "")
+func (l *Log) fenceLocked(ctx context.Context, queue string, s *qstate, term uint64) error {
+	m := l.msg(l.fenceSubject(queue), term, l.pseq.Add(1), encodeBody(kindFence, l.nextTick(1), nil, nil))
+	seq, err := l.publishFence(ctx, queue, s, m)
 	if err != nil {
 		return err
 	}
-	s.tail, s.tailTerm = seq, term
+	s.tail, s.fenceSeq, s.fenceTerm = seq, seq, term
 	l.mFences.Add(ctx, 1)
 	l.o.Logger.Debug("fenced queue", "queue", queue, "term", term, "offset", seq-1)
 	return nil
 }
 
-// Seal closes queue: a seal record is appended (expected last sequence =
-// the tail, like every append) and every later append, by any writer,
+// publishFence publishes a fence or seal m expecting s.fenceSeq as the
+// last sequence of the fence subject: it conflicts with other fences
+// only, never with data appends. A wrong sequence (another fence landed,
+// or our own earlier attempt whose ack was lost) is errConflict with
+// s.loaded cleared: the caller reads the fences again and decides anew.
+func (l *Log) publishFence(ctx context.Context, queue string, s *qstate, m *nats.Msg) (uint64, error) {
+	var lastErr error
+	for attempt := 0; attempt < 4 && ctx.Err() == nil; attempt++ {
+		rctx, cancel := l.rctx(ctx)
+		ack, err := l.js.PublishMsg(rctx, m, jetstream.WithExpectLastSequencePerSubject(s.fenceSeq), jetstream.WithRetryAttempts(0))
+		cancel()
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		lastErr = err
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			s.loaded = false
+			return 0, errConflict
+		case errors.As(err, &apiErr):
+			return 0, fmt.Errorf("jswal: fence %q: %w", queue, err)
+		case errors.Is(err, jetstream.ErrNoStreamResponse):
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	s.loaded = false
+	return 0, fmt.Errorf("%w: fence of %q: %w", ErrUnknownOutcome, queue, errors.Join(lastErr, ctx.Err()))
+}
+
+// Seal closes queue: a seal record is appended on the fence subject
+// (ordered against fences, and moving the last sequence every data append
+// expects) and every later append, by any writer,
 // fails with wal.ErrSealed; Wait past the end returns wal.ErrSealed. The
 // seal takes one offset (reads skip it): Seal.End is the exclusive end,
 // no entry is ever at or past it. Sealing a sealed queue returns its seal.
@@ -782,17 +873,16 @@ func (l *Log) Seal(ctx context.Context, queue string) (wal.Seal, error) {
 		if s.sealed {
 			return wal.Seal{End: s.tail, LastTick: s.tailTick}, nil
 		}
-		_, subj := l.names(queue)
 		last := s.tailTick // the seal carries the last record's tick
-		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(kindSeal, last, nil, nil))
-		seq, err := l.publish(ctx, queue, s, m, "")
+		m := l.msg(l.fenceSubject(queue), l.term.Load(), l.pseq.Add(1), encodeBody(kindSeal, last, nil, nil))
+		seq, err := l.publishFence(ctx, queue, s, m)
 		if errors.Is(err, errConflict) && attempt < 1000 && ctx.Err() == nil {
 			continue
 		}
 		if err != nil {
 			return wal.Seal{}, err
 		}
-		s.tail, s.tailTerm, s.sealed = seq, l.term.Load(), true
+		s.tail, s.fenceSeq, s.fenceTerm, s.sealed = seq, seq, l.term.Load(), true
 		return wal.Seal{End: seq, LastTick: last}, nil
 	}
 }
@@ -1064,7 +1154,7 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			for k, seq := range seqs {
 				r := recs[i+k]
 				if seq > s.tail {
-					s.tail, s.tailTerm, s.tailTick = seq, l.term.Load(), tick+uint64(i+k)
+					s.tail, s.tailTick = seq, tick+uint64(i+k)
 				}
 				out = append(out, wal.Entry{Offset: seq - 1, Tick: tick + uint64(i+k), Payload: r.Payload, Props: r.Props, Kind: r.Kind, ID: r.ID})
 			}
@@ -1098,7 +1188,7 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			return nil, err
 		}
 		if seq > s.tail {
-			s.tail, s.tailTerm, s.tailTick = seq, l.term.Load(), t
+			s.tail, s.tailTick = seq, t
 		}
 		out = append(out, wal.Entry{Offset: seq - 1, Tick: t, Payload: r.Payload, Props: r.Props, Kind: r.Kind, ID: r.ID})
 		i++

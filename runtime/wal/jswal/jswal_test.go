@@ -132,9 +132,16 @@ func TestOldLeaderFenced(t *testing.T) {
 	if len(got) != 2 || string(got[0].Payload) != "a" || got[0].Offset != 1 || string(got[1].Payload) != "b" || got[1].Offset != 3 {
 		t.Fatalf("read %+v: want a@1, b@3 (the fences skipped)", got)
 	}
-	// Retention keeps the fenced tail, so the fence outlives a full trim.
-	if mn, err := nw.Trim(ctx, "t/0", 100); err != nil || mn != 3 {
-		t.Fatalf("Trim = %d, %v; want 3 (the last record stays)", mn, err)
+	// A full trim carries the fence forward (a copy at offset 4), so it
+	// outlives retention.
+	if mn, err := nw.Trim(ctx, "t/0", 100); err != nil || mn != 4 {
+		t.Fatalf("Trim = %d, %v; want 4", mn, err)
+	}
+	if b, err := nw.Bounds(ctx, "t/0"); err != nil || b.Min != 4 || b.Max != 5 {
+		t.Fatalf("bounds after a full trim %+v, %v; want [4, 5): the fence's copy", b, err)
+	}
+	if ents, err := nw.Read(ctx, "t/0", 4, 10); err != nil || len(ents) != 0 {
+		t.Fatalf("read after trim = %v, %v; want nothing (the fence is skipped)", ents, err)
 	}
 	if _, err := stale.Append(ctx, "t/0", []wal.Record{{Payload: []byte("stale")}}); !errors.Is(err, jswal.ErrFenced) {
 		t.Fatalf("stale writer after trim: %v, want fenced", err)
