@@ -57,8 +57,8 @@ type Log struct {
 // and trims of the queue in this process; it is held across JetStream
 // requests (nothing else is).
 type qstate struct {
-	mu       sync.Mutex
-	stream   jetstream.Stream // nil until looked up
+	mu        sync.Mutex
+	stream    jetstream.Stream // nil until looked up
 	loaded    bool             // the fields below mirror the stream
 	tail      uint64           // stream sequence of the last message (0: none)
 	tailTick  uint64           // tick of the last message
