@@ -41,3 +41,18 @@ func TestBadgerPrefixRefused(t *testing.T) {
 		t.Fatalf("!badger! key: %v, want ErrInvalid", err)
 	}
 }
+
+// TestHammerSmallSequenceBlock: the hammer with a sequence block of 3, so
+// that nearly every allocation reserves (as the hammer did before it
+// moved into the suite).
+func TestHammerSmallSequenceBlock(t *testing.T) {
+	o := catalog.DefaultOptions(t.TempDir())
+	o.MemTableSize = 8 << 20
+	o.SequenceBlock = 3
+	db, err := catalog.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	catalogtest.HammerMixed(t, db)
+}

@@ -681,11 +681,15 @@ func testCommitContextCanceledWhileQueued(t *testing.T, db catalog.Store) {
 	}
 }
 
-// testHammerMixed runs commits with checks, range scans, snapshots and
+func testHammerMixed(t *testing.T, db catalog.Store) { HammerMixed(t, db) }
+
+// HammerMixed runs commits with checks, range scans, snapshots and
 // sequence allocations concurrently (run with -race). Invariants: every
 // snapshot sees the two halves of each pair written together (atomicity),
-// and sequence values are unique.
-func testHammerMixed(t *testing.T, db catalog.Store) {
+// and sequence values are unique. Run (as case HammerMixed) uses the
+// backend's default sequence block; backends also call it on a store with
+// a tiny block, so that reservations race each other.
+func HammerMixed(t *testing.T, db catalog.Store) {
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errc := make(chan error, 64)

@@ -41,6 +41,11 @@ func TestConformance(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{})
 	cli := c.Client(t)
 	catalogtest.Run(t, func(t *testing.T) catalog.Store { return openOn(t, cli) })
+	// A sequence block of 3: nearly every allocation reserves, so the
+	// reservation txns race each other under the hammer.
+	t.Run("HammerSmallSequenceBlock", func(t *testing.T) {
+		catalogtest.HammerMixed(t, openOn(t, cli, func(o *Options) { o.SequenceBlock = 3 }))
+	})
 }
 
 func getKey(t *testing.T, s catalog.Store, key string) ([]byte, catalog.Version, error) {
