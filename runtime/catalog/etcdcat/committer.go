@@ -3,6 +3,7 @@ package etcdcat
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -311,6 +313,11 @@ func (c *committer) round(q []*request) {
 		}
 		cand := c.candidates(pending)
 		st, err := c.read(cand)
+		for i := 0; i < 3 && errors.Is(err, rpctypes.ErrCompacted); i++ {
+			// Compacted between two read txns of one round: read again
+			// at a fresh revision.
+			st, err = c.read(cand)
+		}
 		if err != nil {
 			failed = err
 			deliver(pending, result{err: err})
