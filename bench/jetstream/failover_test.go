@@ -60,8 +60,17 @@ func failoverOnce(t *testing.T, round int) time.Duration {
 		t.Fatal(err)
 	}
 	const q = "fo/0"
-	if err := l.Create(ctx, q); err != nil {
-		t.Fatal(err)
+	// A fresh cluster has a meta leader before every peer is known: R3
+	// creates fail with "no suitable peers" for a moment.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := l.Create(ctx, q)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if _, err := l.Append(ctx, q, []wal.Record{{Payload: payload, ID: "warm"}}); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,38 @@ func open(t *testing.T, c *natstest.Cluster, o jswal.Options) *jswal.Log {
 	return l
 }
 
+// waitPlacement waits until the cluster can place a stream with replicas
+// and tags (a fresh cluster has a meta leader before every peer is
+// known: creates fail with "no suitable peers" meanwhile).
+func waitPlacement(t *testing.T, c *natstest.Cluster, replicas int, tags []string) {
+	t.Helper()
+	nc := c.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cfg := jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: replicas, Storage: jetstream.MemoryStorage}
+		if len(tags) > 0 {
+			cfg.Placement = &jetstream.Placement{Tags: tags}
+		}
+		_, err := js.CreateStream(ctx, cfg)
+		if err == nil {
+			err = js.DeleteStream(ctx, "PROBE")
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster cannot place R%d %v streams after 30 s: %v", replicas, tags, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
@@ -267,6 +299,9 @@ func streamNames(ctx context.Context, js jetstream.JetStream, prefix string) ([]
 // R1 streams land on the server whose tag the options name.
 func TestPlacementTags(t *testing.T) {
 	c := natstest.Start(t, natstest.Options{Servers: 3, SyncAlways: true, Tags: [][]string{{"az:a"}, {"az:b"}, {"az:c"}}})
+	for _, zone := range []string{"az:a", "az:b", "az:c"} {
+		waitPlacement(t, c, 1, []string{zone})
+	}
 	ctx := ctxT(t)
 	nc := c.Conn(t)
 	js, err := jetstream.New(nc)
@@ -365,6 +400,7 @@ func TestConformanceR3(t *testing.T) {
 		t.Skip("a 3-server cluster: not in -short")
 	}
 	c := natstest.Start(t, natstest.Options{Servers: 3, SyncAlways: true})
+	waitPlacement(t, c, 3, nil)
 	waltest.Run(t, func(t *testing.T) wal.Log { return open(t, c, jswal.Options{Replicas: 3}) })
 }
 
