@@ -236,8 +236,18 @@ func (l *Log) streamErr(queue string, err error) error {
 	return fmt.Errorf("jswal: queue %q: %w", queue, err)
 }
 
-// Create creates the queue's stream. Errors: wal.ErrExists, wal.ErrInvalid.
+// Create creates the queue's stream, placed by Options.Placement.
+// Errors: wal.ErrExists, wal.ErrInvalid.
 func (l *Log) Create(ctx context.Context, queue string) error {
+	return l.CreatePlaced(ctx, queue, l.o.Placement)
+}
+
+// CreatePlaced creates the queue's stream on servers carrying every tag
+// in tags (a broker's labels, such as its zone), instead of
+// Options.Placement: with it a placement policy like zone-spread puts
+// queues in real zones. Errors: wal.ErrExists, wal.ErrInvalid, and
+// JetStream's own when no server matches the tags.
+func (l *Log) CreatePlaced(ctx context.Context, queue string, tags []string) error {
 	if _, err := l.q(queue); err != nil {
 		return err
 	}
@@ -263,8 +273,8 @@ func (l *Log) Create(ctx context.Context, queue string) error {
 	if l.o.Storage == Memory {
 		cfg.Storage = jetstream.MemoryStorage
 	}
-	if len(l.o.Placement) > 0 {
-		cfg.Placement = &jetstream.Placement{Tags: l.o.Placement}
+	if len(tags) > 0 {
+		cfg.Placement = &jetstream.Placement{Tags: tags}
 	}
 	if _, err := l.js.CreateStream(rctx, cfg); err != nil {
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

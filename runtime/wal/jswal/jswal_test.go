@@ -329,6 +329,25 @@ func TestPlacementTags(t *testing.T) {
 			t.Fatalf("stream with placement %s on %s, want %s", zone, got, want)
 		}
 	}
+	// Per queue, as a broker's labels would place it.
+	l := open(t, c, jswal.Options{Conn: nc, StreamPrefix: "ZQ"})
+	if err := l.CreatePlaced(ctx, "topic/1", []string{"az:c"}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := streamNames(ctx, js, "ZQ")
+	if err != nil || len(names) != 1 {
+		t.Fatalf("streams: %v, %v", names, err)
+	}
+	s, err := js.Stream(ctx, names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Cluster.Leader; got != "n2" {
+		t.Fatalf("queue placed on az:c is on %s, want n2", got)
+	}
+	if err := l.CreatePlaced(ctx, "topic/2", []string{"az:nowhere"}); err == nil {
+		t.Fatal("a placement no server matches was accepted")
+	}
 }
 
 // TestLostAckNotAppendedTwice: the ack of a stored publish is lost (the
