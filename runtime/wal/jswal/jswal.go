@@ -709,7 +709,7 @@ func (l *Log) nextTick(n int) uint64 {
 	l.tmu.Lock()
 	defer l.tmu.Unlock()
 	t := l.lastTick + 1
-	if now := time.Now().UnixNano(); now > 0 && uint64(now) > t {
+	if now := l.o.Clock.Now().UnixNano(); now > 0 && uint64(now) > t {
 		t = uint64(now)
 	}
 	l.lastTick = t + uint64(n) - 1
@@ -1059,11 +1059,18 @@ func (l *Log) publish(ctx context.Context, queue string, s *qstate, m *nats.Msg,
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
 			s.loaded = false
 			if unknown {
-				if st, serr := l.stream(ctx, queue, s); serr == nil {
-					if d, gerr := l.get(ctx, queue, st, s.tail+1); gerr == nil &&
-						d.prod == m.Header.Get(hdrProducer) && strconv.FormatUint(d.pseq, 10) == m.Header.Get(hdrProdSeq) {
-						return s.tail + 1, nil
-					}
+				// An earlier attempt may be the message the sequence
+				// now expects: it can only be at s.tail+1.
+				st, gerr := l.stream(ctx, queue, s)
+				var d decoded
+				if gerr == nil {
+					d, gerr = l.get(ctx, queue, st, s.tail+1)
+				}
+				switch {
+				case gerr == nil && d.prod == m.Header.Get(hdrProducer) && strconv.FormatUint(d.pseq, 10) == m.Header.Get(hdrProdSeq):
+					return s.tail + 1, nil
+				case gerr != nil && !errors.Is(gerr, jetstream.ErrMsgNotFound):
+					return 0, fmt.Errorf("%w: append to %q at offset %d: %w", ErrUnknownOutcome, queue, s.tail, gerr)
 				}
 			}
 			return 0, errConflict
@@ -1142,6 +1149,10 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 	_, subj := l.names(queue)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Read the tail first: its tick (another writer's clock) bounds ours.
+	if err := l.load(ctx, queue, s); err != nil {
+		return nil, err
+	}
 	tick := l.nextTick(len(recs))
 	out := make([]wal.Entry, 0, len(recs))
 	conflicts := 0

@@ -698,3 +698,33 @@ func BenchmarkAppendBatch64(b *testing.B) {
 		b.ReportMetric(float64(b.N*64)/b.Elapsed().Seconds(), "records/s")
 	})
 }
+
+// aheadClock is the wall clock plus an offset.
+type aheadClock struct{ d time.Duration }
+
+func (c aheadClock) Now() time.Time                         { return time.Now().Add(c.d) }
+func (c aheadClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// TestTicksAboveAnotherWritersClock: a writer whose clock is an hour
+// behind the queue's last tick (written by a writer whose clock ran ahead)
+// still appends ticks above it, so ticks increase along every queue.
+func TestTicksAboveAnotherWritersClock(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{})
+	ctx := ctxT(t)
+	a := open(t, c, jswal.Options{StreamPrefix: "TK", Storage: jswal.Memory, Clock: aheadClock{time.Hour}})
+	if err := a.Create(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.Append(ctx, "k", []wal.Record{{Payload: []byte("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, c, jswal.Options{StreamPrefix: "TK", Storage: jswal.Memory})
+	ents, err := b.Append(ctx, "k", []wal.Record{{Payload: []byte("b")}, {Payload: []byte("c")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents[0].Tick <= first[0].Tick || ents[1].Tick <= ents[0].Tick {
+		t.Fatalf("ticks %d, %d after %d: not increasing", ents[0].Tick, ents[1].Tick, first[0].Tick)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
 // Storage is where JetStream keeps a stream.
@@ -84,6 +86,10 @@ type Options struct {
 	// came (a safety net; appends notify waiters at once). Default 1 s.
 	PollInterval time.Duration
 
+	// Clock drives record ticks (hybrid timestamps: above every tick this
+	// writer handed out or read at a queue's tail). Default sched.Real.
+	Clock sched.Clock
+
 	// Logger, MeterProvider, TracerProvider: defaults are no-ops.
 	Logger         *slog.Logger
 	MeterProvider  metric.MeterProvider
@@ -119,6 +125,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.PollInterval == 0 {
 		o.PollInterval = time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = sched.Real
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
