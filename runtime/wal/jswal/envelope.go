@@ -23,8 +23,10 @@ import (
 //	         uvarint len, key, uvarint len, value
 //	rest     payload (a fence's payload is empty; its term is the header)
 //
-// Headers: Nats-Msg-Id (Record.ID, if any), Nats-Expected-Last-Sequence
-// (every append), Hostd-Term (the writer's term: every record, fences
+// Headers: Nats-Msg-Id (Record.ID; in a pipelined batch, a generated id
+// for records without one), Hostd-Id (Record.ID, as read back),
+// Nats-Expected-Last-Sequence (every append), Nats-Expected-Last-Msg-Id
+// (every record of a pipelined batch but the first), Hostd-Term (the writer's term: every record, fences
 // included), Hostd-Producer and Hostd-Producer-Seq (the writer and its
 // per-writer sequence, so a retry can recognize its own message and
 // producer state can be rebuilt from a stream's tail).
@@ -37,6 +39,7 @@ const (
 	hdrProducer  = "Hostd-Producer"
 	hdrProdSeq   = "Hostd-Producer-Seq"
 	hdrNatsMsgID = "Nats-Msg-Id"
+	hdrID        = "Hostd-Id" // Record.ID (Nats-Msg-Id may be generated)
 )
 
 var errShort = errors.New("jswal: short message")
@@ -96,7 +99,7 @@ func decodeMsg(seq uint64, h nats.Header, b []byte) (decoded, error) {
 	d.term, _ = strconv.ParseUint(h.Get(hdrTerm), 10, 64)
 	d.prod = h.Get(hdrProducer)
 	d.pseq, _ = strconv.ParseUint(h.Get(hdrProdSeq), 10, 64)
-	d.entry.ID = h.Get(hdrNatsMsgID)
+	d.entry.ID = h.Get(hdrID)
 	if len(b) < 2 {
 		return d, errShort
 	}

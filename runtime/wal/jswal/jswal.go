@@ -931,11 +931,24 @@ func (l *Log) pipeline(ctx context.Context, queue string, s *qstate, ms []*nats.
 		return nil, err
 	}
 	base := s.tail
+	// Record k expects the stream's last sequence base+k AND the last
+	// message id of record k-1: a sequence alone could be matched by
+	// someone else's message (a fence) taking record k-1's place, and
+	// record k would land after it. So every record of a batch has a
+	// Msg-Id: its Record.ID, or a generated one.
+	ids := make([]string, len(ms))
+	for k, m := range ms {
+		ids[k] = recs[k].ID
+		if ids[k] == "" {
+			ids[k] = l.o.ProducerID + "/" + m.Header.Get(hdrProdSeq)
+		}
+	}
 	futs := make([]jetstream.PubAckFuture, 0, len(ms))
 	for k, m := range ms {
-		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(base + uint64(k)), jetstream.WithRetryAttempts(0)}
-		if recs[k].ID != "" {
-			opts = append(opts, jetstream.WithMsgID(recs[k].ID))
+		opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequence(base + uint64(k)), jetstream.WithRetryAttempts(0),
+			jetstream.WithMsgID(ids[k])}
+		if k > 0 {
+			opts = append(opts, jetstream.WithExpectLastMsgID(ids[k-1]))
 		}
 		f, err := l.js.PublishMsgAsync(m, opts...)
 		if err != nil {
@@ -1170,6 +1183,9 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			for k := range ms {
 				r := recs[i+k]
 				ms[k] = l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(byte(r.Kind), tick+uint64(i+k), r.Props, r.Payload))
+				if r.ID != "" {
+					ms[k].Header.Set(hdrID, r.ID)
+				}
 			}
 			seqs, err := l.pipeline(ctx, queue, s, ms, recs[i:])
 			for k, seq := range seqs {
@@ -1197,6 +1213,9 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 		r := recs[i]
 		t := tick + uint64(i)
 		m := l.msg(subj, l.term.Load(), l.pseq.Add(1), encodeBody(byte(r.Kind), t, r.Props, r.Payload))
+		if r.ID != "" {
+			m.Header.Set(hdrID, r.ID)
+		}
 		seq, err := l.publish(ctx, queue, s, m, r.ID)
 		if errors.Is(err, errConflict) && conflicts < 8 {
 			conflicts++ // another writer of this term won the tail: read it again
