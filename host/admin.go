@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
 // Trailers of POST /v1/admin/backup. The backup streams, so its outcome is
@@ -22,7 +23,7 @@ const (
 
 // openAdmin registers the daemon's administrative operations.
 func openAdmin(_ context.Context, h *Host) error {
-	b, ok := h.store.(Backuper)
+	b, ok := h.store.(catalog.Backuper)
 	if !ok {
 		return fmt.Errorf("host: the catalog (%T) cannot stream backups", h.store)
 	}

@@ -61,6 +61,8 @@ func openBroadcast(ctx context.Context, h *Host) error {
 		TracerProvider: h.TracerProvider(),
 		MeterProvider:  h.MeterProvider(),
 		Logger:         h.Logger(),
+		AppendBatch:    appendBatchFor(h.Catalog()),
+		MaxVChannels:   maxVChannelsFor(h.Catalog()),
 	})
 	if err != nil {
 		return err
@@ -224,4 +226,43 @@ func markerTypes() map[string]bool {
 		m[t] = true
 	}
 	return m
+}
+
+// appendBatchFor bounds the entries of one append round so that a round to
+// as many vchannels fits one catalog commit (a record put, a queue meta put
+// and a version check each): etcd holds --max-txn-ops (128) entries per
+// commit, Badger tens of thousands (0 keeps the engine's default).
+func appendBatchFor(store catalog.Store) int {
+	l, ok := store.(catalog.Limiter)
+	if !ok {
+		return 0
+	}
+	mo := l.Limits().MaxBatchOps
+	if mo <= 0 || mo >= 1<<20 {
+		return 0
+	}
+	if n := int(max(1, (mo-8)/3)); n < broadcast.DefaultAppendBatch {
+		return n
+	}
+	return 0
+}
+
+// maxVChannelsFor bounds the vchannels of one broadcast so that the
+// engine's own per-vchannel records of a task (checkpoints, acks) and room
+// for its callback's KV writes fit one catalog commit: on etcd
+// (--max-txn-ops 128) 59; on Badger the engine's default (0: its commits
+// hold tens of thousands of entries).
+func maxVChannelsFor(store catalog.Store) int {
+	l, ok := store.(catalog.Limiter)
+	if !ok {
+		return 0
+	}
+	mo := l.Limits().MaxBatchOps
+	if mo <= 0 || mo >= 1<<20 {
+		return 0
+	}
+	if n := int(max(1, (mo-8)/2)); n < broadcast.DefaultMaxVChannels {
+		return n
+	}
+	return 0
 }

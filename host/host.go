@@ -89,12 +89,6 @@ func APITokens(cfg *config.Config) ([]api.Token, error) {
 	return tokens, nil
 }
 
-// Backuper is a catalog that can stream a consistent backup (both
-// backends do).
-type Backuper interface {
-	Backup(ctx context.Context, w io.Writer) (catalog.Version, error)
-}
-
 // Host is one hostd daemon.
 type Host struct {
 	cfg   *config.Config

@@ -128,7 +128,11 @@ func (c ResolverChannels) appendMulti(ctx context.Context, ma wal.MultiAppender,
 	}
 	if err != nil {
 		var pe *wal.PartError
-		if !atomic && (errors.As(err, &pe) || errors.Is(err, wal.ErrTooLarge)) {
+		// Too large for one commit: the WAL's own limits, or the
+		// catalog's (on etcd, one txn holds --max-txn-ops entries: a
+		// broadcast to a few hundred vchannels cannot append atomically
+		// there, but one vchannel at a time can).
+		if !atomic && (errors.As(err, &pe) || errors.Is(err, wal.ErrTooLarge) || errors.Is(err, catalog.ErrTooLarge)) {
 			return false
 		}
 		if errors.Is(err, wal.ErrNoChannel) {

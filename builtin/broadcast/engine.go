@@ -774,6 +774,7 @@ func (e *Engine) appendAll(ctx context.Context, t *task) bool {
 			n := t.appendAttempts[r.vc]
 			t.mu.Unlock()
 			d := backoff(n)
+			e.log.Debug("append failed; retrying", "broadcast_id", t.rec.ID, "vchannel", r.vc, "attempt", n, "retry_in", d, "err", r.out.Err)
 			vc := r.vc
 			go func() {
 				select {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/hostd-dev/hostd/host/config"
@@ -49,28 +48,12 @@ func Migrate(ctx context.Context, cfg *config.Config, dataDir string, log *slog.
 	}
 	defer cli.Close()
 	e := cfg.Catalog.Etcd
-	pr, pw := io.Pipe()
-	backupDone := make(chan error, 1)
-	go func() {
-		ver, err := src.Backup(ctx, pw)
-		res.Version = ver
-		_ = pw.CloseWithError(err)
-		backupDone <- err
-	}()
-	rerr := etcdcat.Restore(ctx, etcdcat.Options{
+	res.Version, err = etcdcat.Migrate(ctx, src, etcdcat.Options{
 		Client: cli, Prefix: e.Prefix, MaxTxnOps: e.MaxTxnOps, MaxRequestBytes: int(e.MaxRequestBytes),
 		RequestTimeout: e.RequestTimeout, Logger: log.With("component", "catalog"),
-	}, pr)
-	_ = pr.CloseWithError(rerr) // stops the backup if the restore gave up
-	berr := <-backupDone
-	if rerr != nil {
-		if berr != nil && !errors.Is(berr, io.ErrClosedPipe) {
-			return res, fmt.Errorf("migrate: read %s: %w (restore: %v)", dataDir, berr, rerr)
-		}
-		return res, fmt.Errorf("migrate: write to etcd %v under %s: %w", e.Endpoints, e.Prefix, rerr)
-	}
-	if berr != nil {
-		return res, fmt.Errorf("migrate: read %s: %w", dataDir, berr)
+	})
+	if err != nil {
+		return res, fmt.Errorf("migrate %s into etcd %v under %s: %w", dataDir, e.Endpoints, e.Prefix, err)
 	}
 	return res, nil
 }

@@ -538,10 +538,19 @@ func (s *countingStore) Commit(ctx context.Context, b *catalog.Batch) (catalog.V
 	return v, err
 }
 
+// Limits passes the term store's limits on (the WAL and the broadcast
+// engine size their rounds by them).
+func (s *countingStore) Limits() catalog.Limits {
+	if l, ok := s.Store.(catalog.Limiter); ok {
+		return l.Limits()
+	}
+	return catalog.Limits{}
+}
+
 // Backup streams the catalog's backup when the store can (the admin
 // route needs it).
 func (s *countingStore) Backup(ctx context.Context, w io.Writer) (catalog.Version, error) {
-	b, ok := s.Store.(host.Backuper)
+	b, ok := s.Store.(catalog.Backuper)
 	if !ok {
 		return 0, fmt.Errorf("cluster: catalog %T cannot back up", s.Store)
 	}

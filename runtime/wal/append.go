@@ -236,6 +236,10 @@ func (w *WAL) handoffLocked() {
 	w.apending[0].lead <- struct{}{}
 }
 
+// ops estimates the catalog entries r's part of a commit takes: a put per
+// record, and a meta put and a version check per queue.
+func (r *appendReq) ops() int { return r.n + 2*len(r.qs) }
+
 // lead runs grouped commits until r is done, then hands leadership on.
 func (w *WAL) lead(r *appendReq) {
 	for {
@@ -257,17 +261,20 @@ func (w *WAL) lead(r *appendReq) {
 func (w *WAL) commitRound(ctx context.Context) {
 	w.amu.Lock()
 	var batch []*appendReq
-	n, size := 0, 0
+	n, size, ops := 0, 0, 0
 	i := 0
 	for ; i < len(w.apending); i++ {
 		p := w.apending[i]
-		if len(batch) > 0 && (n+p.n > w.cfg.MaxBatchRecords || size+p.size > w.cfg.MaxBatchBytes) {
+		pops := p.ops()
+		if len(batch) > 0 && (n+p.n > w.cfg.MaxBatchRecords || size+p.size > w.cfg.MaxBatchBytes ||
+			(w.maxOps > 0 && ops+pops > w.maxOps)) {
 			break
 		}
 		p.state = 1
 		batch = append(batch, p)
 		n += p.n
 		size += p.size
+		ops += pops
 	}
 	w.apending = append(w.apending[:0], w.apending[i:]...)
 	w.amu.Unlock()

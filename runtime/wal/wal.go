@@ -130,9 +130,10 @@ func (c Config) Validate() error {
 // queue's end offset; writers outside it must call Changed after they
 // commit ops from CreateOps or SealOps).
 type WAL struct {
-	cfg   Config
-	store catalog.Store
-	ticks tickClock
+	cfg    Config
+	store  catalog.Store
+	ticks  tickClock
+	maxOps int // catalog entries one grouped round may take (0: no limit)
 
 	mu     sync.Mutex
 	queues map[string]*queue
@@ -178,6 +179,15 @@ func Open(ctx context.Context, cfg Config) (*WAL, error) {
 		return nil, err
 	}
 	w := &WAL{cfg: cfg, store: cfg.Store, queues: map[string]*queue{}}
+	if l, ok := cfg.Store.(catalog.Limiter); ok {
+		// A catalog whose commits hold few entries (etcd: --max-txn-ops)
+		// bounds a grouped round, so that concurrent appends that fit on
+		// their own are not failed together. A margin stays for the
+		// tick and the term fence.
+		if mo := l.Limits().MaxBatchOps; mo > 0 && mo < 1<<20 {
+			w.maxOps = max(1, int(mo)-4)
+		}
+	}
 	w.ticks.clock = cfg.Clock
 	w.tracer = cfg.TracerProvider.Tracer("github.com/hostd-dev/hostd/runtime/wal")
 	m := cfg.MeterProvider.Meter("github.com/hostd-dev/hostd/runtime/wal")
