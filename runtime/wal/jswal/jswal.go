@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -1169,6 +1170,18 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 	tick := l.nextTick(len(recs))
 	out := make([]wal.Entry, 0, len(recs))
 	conflicts := 0
+	// backoff after a conflict with another writer of this term (not
+	// hostd's model, which has one writer per queue, but it must not fail
+	// spuriously): a growing random pause, within twice RequestTimeout.
+	deadline := time.Now().Add(2 * l.o.RequestTimeout)
+	backoff := func() bool {
+		conflicts++
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(time.Duration(rand.Int64N(int64(min(conflicts, 20)) * int64(time.Millisecond))))
+		return true
+	}
 	for i := 0; i < len(recs); {
 		if err := l.load(ctx, queue, s); err != nil {
 			return nil, err
@@ -1204,7 +1217,7 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			}
 			if i < len(recs) {
 				s.loaded = false // the rest was refused: read the tail again
-				if conflicts++; conflicts > 8 {
+				if !backoff() {
 					return nil, fmt.Errorf("jswal: %d of %d records stored: %w", i, len(recs), errConflict)
 				}
 			}
@@ -1217,9 +1230,8 @@ func (l *Log) append(ctx context.Context, queue string, recs []wal.Record) ([]wa
 			m.Header.Set(hdrID, r.ID)
 		}
 		seq, err := l.publish(ctx, queue, s, m, r.ID)
-		if errors.Is(err, errConflict) && conflicts < 8 {
-			conflicts++ // another writer of this term won the tail: read it again
-			continue
+		if errors.Is(err, errConflict) && backoff() {
+			continue // another writer of this term won the tail: read it again
 		}
 		if err != nil {
 			if i > 0 {
