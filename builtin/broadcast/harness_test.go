@@ -80,7 +80,7 @@ func newEnvAt(t *testing.T, dir string, queues []string, opts func(*Options), re
 func (v *env) open() error {
 	var st catalog.Store
 	if onEtcd != nil {
-		s, err := onEtcd.open(v.dir)
+		s, err := onEtcd.Open(v.dir)
 		if err != nil {
 			return err
 		}

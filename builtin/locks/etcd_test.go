@@ -1,42 +1,12 @@
 package locks
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"testing"
 
-	"github.com/hostd-dev/hostd/internal/etcdtest"
-	"github.com/hostd-dev/hostd/runtime/catalog"
-	"github.com/hostd-dev/hostd/runtime/catalog/etcdcat"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/hostd-dev/hostd/internal/etcdcattest"
 )
 
-// etcdCatalogs opens etcd catalogs for openStore while TestOnEtcd runs.
-type etcdCatalogs struct {
-	cli      *clientv3.Client
-	mu       sync.Mutex
-	prefixes map[string]string // data dir -> prefix
-}
-
-var onEtcd *etcdCatalogs
-
-func (e *etcdCatalogs) open(t *testing.T, dir string) catalog.Store {
-	t.Helper()
-	e.mu.Lock()
-	p, ok := e.prefixes[dir]
-	if !ok {
-		p = fmt.Sprintf("/locks%d/", len(e.prefixes))
-		e.prefixes[dir] = p
-	}
-	e.mu.Unlock()
-	s, err := etcdcat.Open(context.Background(), etcdcat.Options{Client: e.cli, Prefix: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+var onEtcd *etcdcattest.Catalogs // set while TestOnEtcd runs
 
 // TestOnEtcd runs a subset of the lease service's tests on the etcd
 // catalog (one embedded etcd, a prefix per test): every scenario script,
@@ -50,8 +20,7 @@ func TestOnEtcd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an etcd")
 	}
-	c := etcdtest.Start(t, etcdtest.Options{})
-	onEtcd = &etcdCatalogs{cli: c.Client(t), prefixes: map[string]string{}}
+	onEtcd = etcdcattest.Start(t, "locks")
 	defer func() { onEtcd = nil }()
 	for _, tc := range []struct {
 		name string

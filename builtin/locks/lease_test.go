@@ -30,7 +30,7 @@ type leaseEnv struct {
 func openStore(t *testing.T, dir string, sync bool) catalog.Store {
 	t.Helper()
 	if onEtcd != nil {
-		return onEtcd.open(t, dir)
+		return onEtcd.MustOpen(t, dir)
 	}
 	o := catalog.DefaultOptions(dir)
 	o.SyncWrites = sync

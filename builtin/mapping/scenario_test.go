@@ -61,7 +61,7 @@ func openEnv(t testing.TB, dir string, cfg mapping.Config) *env {
 	t.Helper()
 	var db catalog.Store
 	if onEtcd != nil {
-		db = onEtcd.open(t, dir)
+		db = onEtcd.MustOpen(t, dir)
 	} else {
 		o := catalog.DefaultOptions(dir)
 		o.GCInterval = 0

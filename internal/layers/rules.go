@@ -42,7 +42,7 @@ var thirdParty = []struct {
 	{"github.com/spf13/", []string{"cmd/"}, "cobra/pflag belong to the CLI (cmd/hostd)"},
 	{"github.com/getkin/kin-openapi", []string{"internal/apispec"}, "kin-openapi (test-only: the spec validator) is imported only by internal/apispec"},
 	{"go.etcd.io/etcd/server", []string{"internal/etcdtest", "cmd/hostd-devcluster"}, "the etcd server is started only by tests (internal/etcdtest) and the dev cluster's binary"},
-	{"go.etcd.io/etcd/", []string{"runtime/catalog/etcdcat", "host/cluster", "internal/etcdtest", "cmd/hostd-devcluster"}, "the etcd client is used only by the etcd catalog (runtime/catalog/etcdcat) and the election (host/cluster)"},
+	{"go.etcd.io/etcd/", []string{"runtime/catalog/etcdcat", "host/cluster", "internal/etcdtest", "internal/etcdcattest", "cmd/hostd-devcluster"}, "the etcd client is used only by the etcd catalog (runtime/catalog/etcdcat) and the election (host/cluster)"},
 	{"github.com/nats-io/nats-server", []string{"internal/natstest", "cmd/hostd-devcluster"}, "nats-server is started only by tests (internal/natstest) and the dev cluster's binary"},
 	{"github.com/nats-io/", []string{"runtime/wal/jswal", "internal/natstest", "cmd/hostd-devcluster"}, "the NATS client is used only by the JetStream WAL (runtime/wal/jswal)"},
 	{"go.opentelemetry.io/collector/pdata", []string{"host/telemetry", "host/tracestore", "cmd/"}, "pdata (OTLP-JSON trace files) is used only by host/telemetry, host/tracestore and the CLI"},
