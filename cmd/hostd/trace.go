@@ -18,27 +18,28 @@ import (
 // traceFlags locate the span files: --data-dir, else the data directory of
 // the config (--config plus HOSTD_* as "serve" reads them).
 type traceFlags struct {
-	dataDir string
-	config  string
+	dataDirs []string
+	config   string
 }
 
 func (f *traceFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.dataDir, "data-dir", "", "hostd data directory holding traces/ (default: data.dir of the config, ./hostd-data)")
+	cmd.Flags().StringSliceVar(&f.dataDirs, "data-dir", nil, "hostd data directory holding traces/ (default: data.dir of the config, ./hostd-data); repeat it (or separate with commas) to merge cluster replicas' spans")
 	cmd.Flags().StringVarP(&f.config, "config", "c", "", "YAML config file whose data.dir to read")
 }
 
 // load reads every span file. Damaged lines (a torn last line after a
 // SIGKILL) are reported on stderr and skipped.
 func (f *traceFlags) load(g *globals) (*tracestore.Store, error) {
-	dir := f.dataDir
-	if dir == "" {
+	dirs := f.dataDirs
+	if len(dirs) == 0 {
 		cfg, err := config.Load(config.Source{File: f.config})
 		if err != nil {
 			return nil, err
 		}
-		dir = cfg.Data.Dir
+		dirs = []string{cfg.Data.Dir}
 	}
-	st, err := tracestore.LoadDataDir(dir)
+	dir := strings.Join(dirs, ", ")
+	st, err := tracestore.LoadDataDirs(dirs...)
 	if err != nil {
 		return nil, err
 	}

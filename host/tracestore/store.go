@@ -125,16 +125,38 @@ func LoadDataDir(dataDir string) (*Store, error) {
 	return LoadDir(filepath.Join(dataDir, DirName))
 }
 
+// LoadDataDirs loads the span files of several data directories into one
+// Store: a broadcast that failed over between cluster replicas has spans
+// in each replica's directory. A span found twice counts once.
+func LoadDataDirs(dataDirs ...string) (*Store, error) {
+	st := New()
+	for _, d := range dataDirs {
+		if err := st.AddDir(filepath.Join(d, DirName)); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
 // LoadDir loads every *.jsonl file of dir, oldest rotation first
 // (spans-N.jsonl with the highest N first, spans.jsonl last). Only I/O
 // errors fail it; damaged lines become warnings.
 func LoadDir(dir string) (*Store, error) {
+	st := New()
+	if err := st.AddDir(dir); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// AddDir adds every *.jsonl file of dir, as LoadDir does.
+func (st *Store) AddDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s (has the daemon run with the file exporter?)", ErrNoTraceDir, dir)
+			return fmt.Errorf("%w: %s (has the daemon run with the file exporter?)", ErrNoTraceDir, dir)
 		}
-		return nil, fmt.Errorf("tracestore: %w", err)
+		return fmt.Errorf("tracestore: %w", err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -143,7 +165,6 @@ func LoadDir(dir string) (*Store, error) {
 		}
 	}
 	sort.Slice(names, func(i, j int) bool { return fileAge(names[i]) > fileAge(names[j]) })
-	st := New()
 	for _, n := range names {
 		if err := st.AddFile(filepath.Join(dir, n)); err != nil {
 			// A running daemon may rotate files away between the listing
@@ -153,10 +174,10 @@ func LoadDir(dir string) (*Store, error) {
 				st.stats.Vanished++
 				continue
 			}
-			return nil, err
+			return err
 		}
 	}
-	return st, nil
+	return nil
 }
 
 // fileAge orders rotated files: spans-3.jsonl (3) is older than

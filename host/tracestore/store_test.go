@@ -336,3 +336,51 @@ func TestLoadWhileWriting(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// Cluster mode: a broadcast that failed over has spans in several
+// replicas' data dirs. Loading them together gives the same trace as one
+// dir holding every span; a span present in two dirs counts once.
+func TestLoadDataDirsMerges(t *testing.T) {
+	data := t.TempDir()
+	tid := pcommon.TraceID(writeScenario(t, filepath.Join(data, tracestore.DirName)))
+	whole, err := tracestore.LoadDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(data, tracestore.DirName, "spans.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(raw), "\n"), "\n")
+	if len(lines) < 2 {
+		t.Fatalf("scenario wrote %d lines", len(lines))
+	}
+	a, b := t.TempDir(), t.TempDir()
+	half := len(lines) / 2
+	for dir, part := range map[string][]string{a: lines[:half+1], b: lines[half:]} { // one line in both
+		if err := os.MkdirAll(filepath.Join(dir, tracestore.DirName), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		body := strings.Join(part, "")
+		if !strings.HasSuffix(body, "\n") {
+			body += "\n"
+		}
+		if err := os.WriteFile(filepath.Join(dir, tracestore.DirName, "spans.jsonl"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged, err := tracestore.LoadDataDirs(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tracestore.NameTree(tracestore.BuildTree(whole.Trace(tid)))
+	if got := tracestore.NameTree(tracestore.BuildTree(merged.Trace(tid))); got != want {
+		t.Fatalf("merged tree:\n%s\nwant:\n%s", got, want)
+	}
+	if merged.Stats().Spans != whole.Stats().Spans || merged.Stats().Duplicates == 0 {
+		t.Fatalf("merged stats %+v, whole %+v (want the same spans, the shared line counted as duplicates)", merged.Stats(), whole.Stats())
+	}
+	if _, err := tracestore.LoadDataDirs(a, t.TempDir()); !errors.Is(err, tracestore.ErrNoTraceDir) {
+		t.Fatalf("a dir without traces: %v", err)
+	}
+}
