@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +76,30 @@ func TestAdvertiseURL(t *testing.T) {
 	c.Cluster.Advertise = "https://h:1/"
 	if got := c.AdvertiseURL(); got != "https://h:1" {
 		t.Fatalf("explicit: %q", got)
+	}
+}
+
+// examples/hostd-cluster.yaml, the cluster example docs/cluster.md points
+// to, loads and is valid (with its token file in place: the test writes
+// one and points the example at it).
+func TestClusterExampleLoads(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostd-cluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(tok, []byte(strings.Repeat("s", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(raw), "/etc/hostd/admin.token", tok)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load(Source{File: file, Env: []string{}})
+	if err != nil {
+		t.Fatalf("examples/hostd-cluster.yaml: %v", err)
+	}
+	if !cfg.ClusterMode() || cfg.Cluster.NodeName != "hostd-0" || len(cfg.Catalog.Etcd.Endpoints) != 3 {
+		t.Fatalf("example loaded as %+v / %+v", cfg.Catalog, cfg.Cluster)
 	}
 }
