@@ -97,6 +97,24 @@ broadcast:
 		r.c = c
 		ec.replicas = append(ec.replicas, r)
 	}
+	// On failure, each replica's log is kept (the temp dirs go): in
+	// $HOSTD_E2E_KEEP_LOGS if set, else its tail is in the test log.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, r := range ec.replicas {
+			if dir := os.Getenv("HOSTD_E2E_KEEP_LOGS"); dir != "" {
+				b, _ := os.ReadFile(r.logPath)
+				p := filepath.Join(dir, fmt.Sprintf("%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), r.name))
+				if err := os.WriteFile(p, b, 0o644); err == nil {
+					t.Logf("%s's log: %s", r.name, p)
+					continue
+				}
+			}
+			t.Logf("%s's log ends:\n%s", r.name, tail(r.logPath))
+		}
+	})
 	for _, r := range ec.replicas {
 		ec.start(r)
 	}

@@ -29,8 +29,19 @@ func clusterRequest(key string) *client.BroadcastRequest {
 		IdempotencyKey: key, Timeout: "5s"}
 }
 
-// TestClusterLeaderKills: three replicas on a 3-member etcd; clients
-// submit broadcasts (idempotency keys) and acquire/release leases through
+// clusterDBRequest is the kill test's broadcast for key "bc-N": a
+// collections CreateDatabase of database dN, whose ack callback (run only
+// by the leader) records the database under a fresh id in plugin KV, so an
+// effect applied twice, or lost, shows in the ids.
+func clusterDBRequest(key string) *client.BroadcastRequest {
+	n, _ := strconv.Atoi(strings.TrimPrefix(key, "bc-"))
+	return &client.BroadcastRequest{Type: "CreateDatabase", PayloadText: fmt.Sprintf(`{"name":"d%05d"}`, n),
+		VChannels: clusterVChannels, IdempotencyKey: key, Timeout: "5s"}
+}
+
+// TestClusterLeaderKills: three replicas on a 3-member etcd, each loading
+// the collections plugin; clients submit CreateDatabase broadcasts
+// (idempotency keys) and acquire/release leases through
 // random replicas, retrying across failovers, while the leader is killed
 // with SIGKILL again and again (3 times; ≥ 20 with HOSTD_CLUSTER_LONG=1)
 // and restarted. Afterwards: every acknowledged broadcast exists with the
@@ -43,7 +54,7 @@ func TestClusterLeaderKills(t *testing.T) {
 	if clusterLong() {
 		kills = 20
 	}
-	ec := startCluster(t, 3, "")
+	ec := startCluster(t, 3, fmt.Sprintf("plugins:\n  list:\n    - name: collections\n      path: %s\n", collectionsWasm(t)))
 	rc := ec.randomClient()
 	l := newLedger("bc-%05d")
 	stop := make(chan struct{})
@@ -52,7 +63,7 @@ func TestClusterLeaderKills(t *testing.T) {
 	go func() {
 		defer load.Done()
 		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
-			request: clusterRequest}, stop, true)
+			request: clusterDBRequest}, stop, true)
 	}()
 	lh := newLeaseHistory(20 * time.Second)
 	go func() {
@@ -69,13 +80,14 @@ func TestClusterLeaderKills(t *testing.T) {
 		terms = append(terms, term)
 		t0 := time.Now()
 		leader.kill9()
-		d := ec.firstWrite(t, l, t0, leader)
+		d := ec.firstWrite(t, l, t0, leader, clusterDBRequest)
 		failovers = append(failovers, d)
-		_, next := ec.leader(60*time.Second, leader)
+		nl, next := ec.leader(60*time.Second, leader)
 		if next <= term {
 			t.Errorf("kill %d: term %d after %d", k, next, term)
 		}
-		t.Logf("kill %d: %s (term %d) killed, first write after %v, new term %d", k+1, leader.name, term, d.Round(time.Millisecond), next)
+		t.Logf("kill %d: %s (term %d) killed, first write after %v; %s leads term %d (its term start: %s)",
+			k+1, leader.name, term, d.Round(time.Millisecond), nl.name, next, lastLogField(nl.logPath, "msg=leading", "start="))
 		ec.start(leader)
 		ec.waitReady(leader)
 	}
@@ -86,14 +98,15 @@ func TestClusterLeaderKills(t *testing.T) {
 	drain := make(chan struct{})
 	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
 	runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
-		request: clusterRequest}, drain, false)
+		request: clusterDBRequest}, drain, false)
 	timer.Stop()
 
 	slices.Sort(failovers)
 	t.Logf("failover (kill -9 of the leader → first acknowledged write through a survivor) over %d kills: p50 %v p99 %v max %v (election_ttl %v)",
 		len(failovers), percentile(failovers, 0.5).Round(time.Millisecond), percentile(failovers, 0.99).Round(time.Millisecond),
 		failovers[len(failovers)-1].Round(time.Millisecond), clusterElectionTTL)
-	checkClusterBroadcasts(t, ec, rc, l)
+	checkClusterBroadcasts(t, ec, rc, l, clusterDBRequest)
+	checkCollections(t, rc, len(l.acked))
 	lh.check(t)
 }
 
@@ -101,7 +114,7 @@ func TestClusterLeaderKills(t *testing.T) {
 // a broadcast through the survivors, one at a time in turn, until one is
 // acknowledged. Keys of unanswered attempts go to the ledger's retry list,
 // so the final checks count them like any client's.
-func (ec *ecluster) firstWrite(t *testing.T, l *ledger, t0 time.Time, dead *ereplica) time.Duration {
+func (ec *ecluster) firstWrite(t *testing.T, l *ledger, t0 time.Time, dead *ereplica, request func(string) *client.BroadcastRequest) time.Duration {
 	t.Helper()
 	var survivors []*ereplica
 	for _, r := range ec.replicas {
@@ -116,7 +129,7 @@ func (ec *ecluster) firstWrite(t *testing.T, l *ledger, t0 time.Time, dead *erep
 		l.issued[key] = true
 		l.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		res, err := survivors[i%len(survivors)].c.SubmitBroadcast(ctx, clusterRequest(key))
+		res, err := survivors[i%len(survivors)].c.SubmitBroadcast(ctx, request(key))
 		cancel()
 		l.mu.Lock()
 		if err == nil && res.State == "TOMBSTONE" && !res.TimedOut {
@@ -136,11 +149,31 @@ func (ec *ecluster) firstWrite(t *testing.T, l *ledger, t0 time.Time, dead *erep
 // to one; a retry of every key answers its original id; the task list is
 // exactly the acknowledged broadcasts, all done; each vchannel holds every
 // acknowledged broadcast exactly once.
-func checkClusterBroadcasts(t *testing.T, ec *ecluster, c *client.Client, l *ledger) {
+func checkClusterBroadcasts(t *testing.T, ec *ecluster, c *client.Client, l *ledger, request func(string) *client.BroadcastRequest) {
 	t.Helper()
 	ctx := context.Background()
 	if len(l.acked) != len(l.issued) || len(l.retry) != 0 {
-		t.Fatalf("%d keys issued, %d acknowledged, %d still unanswered", len(l.issued), len(l.acked), len(l.retry))
+		// Say why: the tasks that are not done, and what a retry of an
+		// unanswered key gets now.
+		var b strings.Builder
+		n := 0
+		for _, tk := range listBroadcasts(t, c, client.BroadcastFilter{}) {
+			if tk.State != "TOMBSTONE" && n < 10 {
+				n++
+				fmt.Fprintf(&b, "  task %d key %s state %s attempts %d last_error %q missing_acks %v next_retry %v created %v vchannels %+v\n",
+					tk.ID, tk.IdempotencyKey, tk.State, tk.Attempts, tk.LastError, tk.MissingAcks, tk.NextRetry, tk.CreatedAt, tk.VChannels)
+			}
+		}
+		for i, key := range l.retry {
+			if i == 3 {
+				break
+			}
+			ctx, cancel := context.WithTimeout(ctx, 6*time.Second)
+			res, err := c.SubmitBroadcast(ctx, request(key))
+			cancel()
+			fmt.Fprintf(&b, "  retry of %s now: %+v %v\n", key, res, err)
+		}
+		t.Fatalf("%d keys issued, %d acknowledged, %d still unanswered:\n%s", len(l.issued), len(l.acked), len(l.retry), b.String())
 	}
 	ids := map[uint64]string{}
 	for key, id := range l.acked {
@@ -150,7 +183,7 @@ func checkClusterBroadcasts(t *testing.T, ec *ecluster, c *client.Client, l *led
 		ids[id] = key
 	}
 	for key, id := range l.acked {
-		res, err := c.SubmitBroadcast(ctx, clusterRequest(key))
+		res, err := c.SubmitBroadcast(ctx, request(key))
 		if err != nil || !res.Duplicate || res.ID != id || res.State != "TOMBSTONE" {
 			t.Fatalf("retry of %s: %+v %v (want duplicate of %d)", key, res, err, id)
 		}
@@ -399,6 +432,23 @@ func (h *leaseHistory) run(t *testing.T, c *client.Client, keys []string, worker
 	wg.Wait()
 }
 
+// dumpIllegal logs, for each key whose history is not linearizable, its
+// operations in call order (times in ms since the start).
+func (h *leaseHistory) dumpIllegal(t *testing.T, model porcupine.Model) {
+	for _, part := range model.Partition(h.ops) {
+		if porcupine.CheckOperations(model, part) {
+			continue
+		}
+		slices.SortFunc(part, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+		var b strings.Builder
+		for _, op := range part {
+			fmt.Fprintf(&b, "  [%9.1f, %9.1f] w%d %s\n", float64(op.Call)/1e6, float64(op.Return)/1e6, op.ClientId,
+				model.DescribeOperation(op.Input, op.Output))
+		}
+		t.Logf("key %s is not linearizable:\n%s", part[0].Input.(leaseIn).key, b.String())
+	}
+}
+
 func (h *leaseHistory) record(client int, in leaseIn, out leaseOut, call, ret int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -439,6 +489,7 @@ func (h *leaseHistory) check(t *testing.T) {
 			_ = porcupine.Visualize(model, info, f)
 			f.Close()
 		}
+		h.dumpIllegal(t, model)
 		t.Fatalf("lease history of %d operations is %s (visualization: %s)", len(h.ops), res, path)
 	}
 	t.Logf("leases: %d operations, %d grants, %d attempts retried, %d releases confirmed by not_holder after a lost answer; linearizable, fences growing",
@@ -657,7 +708,7 @@ func TestClusterPausedLeader(t *testing.T) {
 	runSubmitters(t, ec.randomClient(), l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
 		request: clusterRequest}, drain, false)
 	timer.Stop()
-	checkClusterBroadcasts(t, ec, next.c, l)
+	checkClusterBroadcasts(t, ec, next.c, l, clusterRequest)
 	// The new leader's ids come from a block reserved in its term, above
 	// every id of the old term, and "during-pause" was its first broadcast.
 	// So a task with a lower id is the old term's: it must have been
@@ -684,6 +735,26 @@ func outcomeOf(err error) string {
 		return "acknowledged (by the new leader)"
 	}
 	return "failed: " + err.Error()
+}
+
+// lastLogField is the value of field (e.g. "start=") on the last line of
+// the log at path that contains msg; "?" if none.
+func lastLogField(path, msg, field string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if !strings.Contains(lines[i], msg) {
+			continue
+		}
+		if j := strings.Index(lines[i], " "+field); j >= 0 {
+			v := lines[i][j+1+len(field):]
+			if k := strings.IndexByte(v, ' '); k >= 0 {
+				v = v[:k]
+			}
+			return v
+		}
+	}
+	return "?"
 }
 
 func logHas(path, s string) bool {
