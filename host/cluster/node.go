@@ -68,7 +68,6 @@ type Node struct {
 	leader  *leaderInfo // as observed in etcd; nil during an election
 	term    *termState  // this replica's term while it leads
 	changed chan struct{}
-	closed  bool
 
 	stopOnce  sync.Once
 	stopped   chan struct{}
