@@ -73,11 +73,9 @@ func TestClusterLeaderKills(t *testing.T) {
 
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var failovers []time.Duration
-	var terms []int64
 	for k := 0; k < kills; k++ {
 		time.Sleep(time.Duration(500+rnd.IntN(1000)) * time.Millisecond)
 		leader, term := ec.leader(60 * time.Second)
-		terms = append(terms, term)
 		t0 := time.Now()
 		leader.kill9()
 		d := ec.firstWrite(t, l, t0, leader, clusterDBRequest)
