@@ -14,25 +14,17 @@ import (
 	"github.com/hostd-dev/hostd/builtin/broadcast"
 	"github.com/hostd-dev/hostd/builtin/locks"
 	"github.com/hostd-dev/hostd/host/api"
+	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/wasm"
 	"github.com/hostd-dev/hostd/sdk/abi"
 )
 
-// openPlugins builds the Wasm plugin runtime from plugins.*: plugins from
-// plugins.dir (default <data.dir>/plugins) and plugins.list, the
-// compilation cache in <data.dir>/wasm-cache, plugin KV in the catalog.
-// The plugins load in the background once the component starts (the API
-// is serving by then), behind the "plugins" ready gate; each instance's
-// start is bounded by plugins.init_timeout. h.pluginsLoaded is closed when
-// that first load is over; the broadcast engine (opened later, which finds
-// its handlers through h.plugins) waits for it before recovering tasks. A
-// plugin that fails to load is logged and shown by `hostd plugin ls`; it
-// does not stop hostd. SIGHUP reloads the plugins, like
-// POST /v1/plugins/reload.
-func openPlugins(ctx context.Context, h *Host) error {
-	pc := h.Config().Plugins
-	data := h.Config().Data
+// wasmConfig is the part of the plugin runtime's config that comes from
+// the config file: directory, compilation cache, limits, the plugin list.
+// The default directory and the cache directory are created.
+func wasmConfig(c *config.Config) (wasm.Config, error) {
+	pc, data := c.Plugins, c.Data
 	cfg := wasm.Config{
 		Dir: pc.Dir,
 		Defaults: wasm.Limits{
@@ -43,15 +35,6 @@ func openPlugins(ctx context.Context, h *Host) error {
 			KVMaxKeys:   pc.KVMaxKeys,
 			KVMaxBytes:  int64(pc.KVMaxBytes),
 		},
-		Store:          h.Catalog(),
-		Clock:          h.Clock(),
-		Logger:         h.Logger().With("component", "plugins"),
-		TracerProvider: h.TracerProvider(),
-		MeterProvider:  h.MeterProvider(),
-		InUse:          h.pluginTypeInUse,
-	}
-	if h.leases != nil {
-		cfg.Locks = pluginLocks{h.leases}
 	}
 	if !data.InMemory {
 		if cfg.Dir == "" {
@@ -59,12 +42,12 @@ func openPlugins(ctx context.Context, h *Host) error {
 			// plugins into it.
 			cfg.Dir = filepath.Join(data.Dir, "plugins")
 			if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-				return err
+				return cfg, err
 			}
 		}
 		cfg.CacheDir = filepath.Join(data.Dir, "wasm-cache")
 		if err := os.MkdirAll(cfg.CacheDir, 0o755); err != nil {
-			return err
+			return cfg, err
 		}
 	}
 	for _, p := range pc.List {
@@ -72,6 +55,53 @@ func openPlugins(ctx context.Context, h *Host) error {
 			CallTimeout: p.CallTimeout, MemoryLimit: uint64(p.MemoryLimit), PoolSize: p.PoolSize,
 			KVMaxKeys: p.KVMaxKeys, KVMaxBytes: int64(p.KVMaxBytes), Interrupt: p.Interrupt,
 		}})
+	}
+	return cfg, nil
+}
+
+// PrecompilePlugins compiles the plugins c names into c's compilation
+// cache (data.dir/wasm-cache) without starting them. A cluster follower
+// runs it at start, so that the term it may lead later starts its plugins
+// from the cache instead of the compiler (seconds per plugin).
+func PrecompilePlugins(ctx context.Context, c *config.Config, store catalog.Store) error {
+	cfg, err := wasmConfig(c)
+	if err != nil {
+		return err
+	}
+	cfg.Store = store
+	rt, err := wasm.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	return rt.Precompile(ctx)
+}
+
+// openPlugins builds the Wasm plugin runtime from plugins.*: plugins from
+// plugins.dir (default <data.dir>/plugins) and plugins.list, the
+// compilation cache in <data.dir>/wasm-cache, plugin KV in the catalog.
+//
+// The plugins load in the background once the component starts (the API
+// is serving by then), behind the "plugins" ready gate; each instance's
+// start is bounded by plugins.init_timeout. h.pluginsLoaded is closed when
+// that first load is over; the broadcast engine (opened later, which finds
+// its handlers through h.plugins) waits for it before recovering tasks. A
+// plugin that fails to load is logged and shown by `hostd plugin ls`; it
+// does not stop hostd. SIGHUP reloads the plugins, like
+// POST /v1/plugins/reload.
+func openPlugins(ctx context.Context, h *Host) error {
+	cfg, err := wasmConfig(h.Config())
+	if err != nil {
+		return err
+	}
+	cfg.Store = h.Catalog()
+	cfg.Clock = h.Clock()
+	cfg.Logger = h.Logger().With("component", "plugins")
+	cfg.TracerProvider = h.TracerProvider()
+	cfg.MeterProvider = h.MeterProvider()
+	cfg.InUse = h.pluginTypeInUse
+	if h.leases != nil {
+		cfg.Locks = pluginLocks{h.leases}
 	}
 	rt, err := wasm.Open(cfg)
 	if err != nil {

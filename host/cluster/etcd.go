@@ -15,6 +15,8 @@ func (c etcdCatalog) fenced(key string, term int64, onFenced func()) catalog.Sto
 	return c.WithFence(etcdcat.Fence{Key: key, Revision: term, OnFenced: onFenced})
 }
 
+func (c etcdCatalog) base() catalog.Store { return c.Store }
+
 // openCatalog opens the etcd catalog from catalog.etcd on the node's
 // client.
 func openCatalog(ctx context.Context, n *Node) (termCatalog, error) {

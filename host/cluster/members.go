@@ -130,11 +130,17 @@ func hashFile(path string) (string, error) {
 }
 
 // notReady lists what this replica waits for (/readyz): a leader; its
-// plugin files; on the leader, its term's recovery.
+// plugin files, read and precompiled; on the leader, its term's recovery.
 func (n *Node) notReady() []string {
 	var out []string
 	if _, err := n.pluginHashes(); err != nil {
 		out = append(out, "plugins")
+	} else {
+		select {
+		case <-n.precompiled:
+		default:
+			out = append(out, "plugins")
+		}
 	}
 	n.mu.Lock()
 	li, leading := n.leader, n.term != nil

@@ -69,6 +69,8 @@ type Node struct {
 	term    *termState  // this replica's term while it leads
 	changed chan struct{}
 
+	precompiled chan struct{} // closed when the plugin precompile is over
+
 	stopOnce  sync.Once
 	stopped   chan struct{}
 	waitLoops func() // waits for the observe and campaign loops (set by Start)
@@ -91,6 +93,7 @@ type termState struct {
 // leader term, fenced on that term's election key.
 type termCatalog interface {
 	fenced(key string, term int64, onFenced func()) catalog.Store
+	base() catalog.Store // unfenced: reads only (plugin precompile)
 	Close() error
 }
 
@@ -109,7 +112,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 	if opts.Clock == nil {
 		opts.Clock = sched.Real
 	}
-	n := &Node{cfg: cfg, opts: opts, changed: make(chan struct{}), stopped: make(chan struct{}),
+	n := &Node{cfg: cfg, opts: opts, changed: make(chan struct{}), stopped: make(chan struct{}), precompiled: make(chan struct{}),
 		joined: time.Now().UTC().Truncate(time.Millisecond)}
 	n.log = opts.Logger
 	if n.log == nil {
@@ -259,9 +262,10 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); n.observe(runCtx) }()
 	go func() { defer wg.Done(); n.campaignLoop(runCtx) }()
+	go func() { defer wg.Done(); n.precompile(runCtx) }()
 	go func() {
 		<-n.stopped
 		cancel()
@@ -315,6 +319,21 @@ func (n *Node) closeResources(ctx context.Context) []error {
 		}
 	}
 	return errs
+}
+
+// precompile compiles the plugins into data.dir/wasm-cache while this
+// replica follows, so that a term it leads later starts its plugins from
+// the cache (a cold compile takes seconds, all of it failover time).
+// /readyz waits for it; a plugin that does not compile is logged (the
+// term's Host reports it again when it loads).
+func (n *Node) precompile(ctx context.Context) {
+	defer close(n.precompiled)
+	start := time.Now()
+	if err := host.PrecompilePlugins(ctx, n.cfg, n.cat.base()); err != nil {
+		n.log.Warn("plugin precompile", "err", err)
+		return
+	}
+	n.log.Info("plugins precompiled", "duration", time.Since(start).Round(time.Millisecond))
 }
 
 // notify wakes every request waiting for a leader. Call with n.mu held.

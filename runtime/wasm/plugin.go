@@ -111,36 +111,55 @@ type instance struct {
 	wd     *watchdog // nil in modeCloseOnDone
 }
 
-// compile compiles and validates the module at path into a new version
-// with one instance (registrations are read from it). It does not publish
-// the version.
-func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byte, spec Spec) (*version, error) {
-	limits := spec.Limits.withDefaults(r.cfg.Defaults)
-	pages := uint32(limits.MemoryLimit / 65536)
-	mode, why := modeInstrumented, ""
+// prepared is a module ready for the engine: validated, tables bounded,
+// timeout checks added (or the close-on-context mode chosen).
+type prepared struct {
+	limits    Limits
+	pages     uint32
+	mode, why string
+	run       []byte
+}
+
+// prepare validates bin and rewrites it as spec's limits say.
+func (r *Runtime) prepare(ctx context.Context, bin []byte, spec Spec) (prepared, error) {
+	p := prepared{limits: spec.Limits.withDefaults(r.cfg.Defaults), mode: modeInstrumented}
+	p.pages = uint32(p.limits.MemoryLimit / 65536)
 	// Validate the module as it is, with wazero's own decoder and
 	// validator, before the rewriter reads it: the rewriter relies on a
 	// valid module, and an invalid one that names the state the rewrite
 	// adds (the counter global, the loop local) would become valid, and
 	// unstoppable, once rewritten.
-	if err := r.validate(ctx, pages, bin); err != nil {
-		return nil, err
+	if err := r.validate(ctx, p.pages, bin); err != nil {
+		return p, err
 	}
 	// Tables count against the memory budget: bound their maxima.
-	run, err := boundTables(bin, tableBudget(limits.MemoryLimit))
+	run, err := boundTables(bin, tableBudget(p.limits.MemoryLimit))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidModule, err)
+		return p, fmt.Errorf("%w: %w", ErrInvalidModule, err)
 	}
-	if limits.Interrupt == InterruptCloseOnContext {
-		mode, why = modeCloseOnDone, "configured (interrupt: "+InterruptCloseOnContext+")"
+	if p.limits.Interrupt == InterruptCloseOnContext {
+		p.mode, p.why = modeCloseOnDone, "configured (interrupt: "+InterruptCloseOnContext+")"
 	} else if ins, err := instrument(run); err != nil {
-		return nil, fmt.Errorf("%w: hostd cannot add its timeout checks to this module (%v); "+
+		return p, fmt.Errorf("%w: hostd cannot add its timeout checks to this module (%v); "+
 			"to run it anyway with wazero's slower per-loop check, set interrupt: %s for this plugin (docs/plugin-abi.md, Timeouts)",
 			ErrInvalidModule, err, InterruptCloseOnContext)
 	} else {
 		run = ins.bin
 	}
-	wrt, code, err := r.engine(ctx, mode, pages, run)
+	p.run = run
+	return p, nil
+}
+
+// compile compiles and validates the module at path into a new version
+// with one instance (registrations are read from it). It does not publish
+// the version.
+func (r *Runtime) compile(ctx context.Context, name, path, sum string, bin []byte, spec Spec) (*version, error) {
+	p, err := r.prepare(ctx, bin, spec)
+	if err != nil {
+		return nil, err
+	}
+	limits, mode, why := p.limits, p.mode, p.why
+	wrt, code, err := r.engine(ctx, mode, p.pages, p.run)
 	if err != nil {
 		return nil, err
 	}

@@ -138,6 +138,39 @@ func (r *Runtime) candidates() ([]candidate, error) {
 	return out, nil
 }
 
+// Precompile compiles every plugin file into the compilation cache
+// (Config.CacheDir) without starting any plugin or registering anything:
+// a cluster follower calls it at start so that taking over leadership
+// does not wait for the compiler (a cold compile takes seconds). Without
+// a CacheDir it only validates. Errors are per plugin, joined.
+func (r *Runtime) Precompile(ctx context.Context) error {
+	cands, err := r.candidates()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range cands {
+		bin, err := os.ReadFile(c.path)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plugin %s: %w", c.name, err))
+			continue
+		}
+		p, err := r.prepare(ctx, bin, c.spec)
+		if err == nil {
+			var wrt wazero.Runtime
+			var code wazero.CompiledModule
+			if wrt, code, err = r.engine(ctx, p.mode, p.pages, p.run); err == nil {
+				_ = code.Close(ctx)
+				_ = wrt.Close(ctx)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plugin %s: %w", c.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Reload (re)loads every plugin from the directory and the list: each new
 // or changed file is compiled, validated and started before anything is
 // swapped; unchanged files keep their running version. Calls in flight
