@@ -69,6 +69,10 @@ type Options struct {
 	// no socket (cluster mode: the replica's front server routes to the
 	// term's Host).
 	Embedded bool
+	// Takeover: the catalog was last written by another process, maybe on
+	// another machine (a cluster leader term). Persisted leases then get
+	// their full TTL from now, none is dropped on this machine's clock.
+	Takeover bool
 }
 
 // APITokens are cfg's API tokens as the API server takes them (a cluster

@@ -23,6 +23,7 @@ func openLocks(ctx context.Context, h *Host) error {
 		TracerProvider: h.TracerProvider(),
 		MeterProvider:  h.MeterProvider(),
 		Logger:         h.Logger().With("component", "locks"),
+		Takeover:       h.opts.Takeover,
 	})
 	if err != nil {
 		return fmt.Errorf("open lease locks: %w", err)

@@ -13,7 +13,8 @@ var onEtcd *etcdcattest.Catalogs // set while TestOnEtcd runs
 // the numbered scenarios that exercise the catalog (1 expiry and fencing,
 // 2 renew, 3 multi-key all-or-nothing, 7 restart, 9 force release with a
 // fence check inside a catalog commit, 12 many keys), idempotent acquire,
-// records gone after every end, idempotency per principal. The rest are
+// records gone after every end, idempotency per principal, a takeover
+// keeping grants expired on its own clock. The rest are
 // about in-memory waiters or clocks and gain nothing from a second
 // backend.
 func TestOnEtcd(t *testing.T) {
@@ -36,6 +37,7 @@ func TestOnEtcd(t *testing.T) {
 		{"IdempotentAcquire", TestLeaseIdempotentAcquire},
 		{"RecordsGoneAfterEveryEnd", TestLeaseRecordsGoneAfterEveryEnd},
 		{"IdempotencyIsPerPrincipal", TestLeaseIdempotencyIsPerPrincipal},
+		{"TakeoverKeepsGrantsExpiredOnThisClock", TestLeaseTakeoverKeepsGrantsExpiredOnThisClock},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

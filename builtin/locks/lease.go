@@ -185,6 +185,15 @@ type Options struct {
 	MeterProvider  metric.MeterProvider
 	// Logger receives warnings (e.g. recovery decisions). Default: discard.
 	Logger *slog.Logger
+	// Takeover means the grants were last written by another process
+	// whose clock this one cannot trust (a cluster leader taking over
+	// from another machine): at open every persisted grant gets its full
+	// TTL from now, also one whose stored expiry has passed on this
+	// machine's clock — a grant is never dropped because another
+	// machine's clock says it expired. Without it (a restart of the same
+	// process on the same machine) grants expired by the wall clock are
+	// dropped and the others restart their TTL.
+	Takeover bool
 }
 
 func (o *Options) setDefaults() {

@@ -1004,7 +1004,7 @@ func (s *Service) recover(ctx context.Context) error {
 			ttl = time.Duration(rn.TTLms) * time.Millisecond
 			delete(renewals, r.Fence)
 		}
-		drop := !exp.After(wall)
+		drop := !exp.After(wall) && !s.opts.Takeover
 		if !drop {
 			if idx, _ := s.t.blocked(math.MaxUint64, l.keys, now); idx >= 0 {
 				s.opts.Logger.Error("locks: dropping grant that conflicts with a later one", "grant", r.Fence, "key", formatKey(l.keys[idx]))

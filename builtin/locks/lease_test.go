@@ -22,6 +22,9 @@ type leaseEnv struct {
 	clock *fakeClock
 	store catalog.Store
 	svc   *Service
+	// takeover opens the service as a new cluster leader would
+	// (Options.Takeover).
+	takeover bool
 }
 
 // openStore opens the catalog of dir: Badger in dir, or, while
@@ -54,7 +57,8 @@ func newLeaseEnv(t *testing.T, sync bool) *leaseEnv {
 
 func (e *leaseEnv) open() {
 	e.t.Helper()
-	svc, err := Open(context.Background(), Options{Store: e.store, Clock: e.clock, DefaultTTL: 10 * time.Second, MaxTTL: time.Minute})
+	svc, err := Open(context.Background(), Options{Store: e.store, Clock: e.clock, DefaultTTL: 10 * time.Second, MaxTTL: time.Minute,
+		Takeover: e.takeover})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -388,6 +392,34 @@ func TestLeaseScenario7Restart(t *testing.T) {
 	e.clock.Advance(11 * time.Second)
 	if err := e.svc.CheckFence(ex("k", "short"), n.Fence); err == nil {
 		t.Fatal("grant outlived its restarted TTL")
+	}
+}
+
+// A takeover (cluster mode: a new leader on another machine, hard part
+// 9): a grant whose stored expiry has passed on this clock is not
+// dropped — the clock that says so is not the one that granted it — but
+// restored with its full TTL from the takeover, and it expires only when
+// that runs out.
+func TestLeaseTakeoverKeepsGrantsExpiredOnThisClock(t *testing.T) {
+	e := newLeaseEnv(t, true)
+	k := ex("k", "t")
+	g := e.acquire("A", 2*time.Second, k)
+	e.clock.Advance(5 * time.Second) // past its expiry on this clock
+	e.takeover = true
+	e.restart()
+	if err := e.svc.CheckFence(k, g.Fence); err != nil {
+		t.Fatalf("takeover dropped a grant on its own clock: %v", err)
+	}
+	e.clock.Advance(1500 * time.Millisecond) // full TTL (2s) from the takeover
+	if err := e.svc.CheckFence(k, g.Fence); err != nil {
+		t.Fatalf("takeover shortened the grant: %v", err)
+	}
+	e.clock.Advance(time.Second)
+	if err := e.svc.CheckFence(k, g.Fence); err == nil {
+		t.Fatal("the grant outlived its TTL from the takeover")
+	}
+	if b := e.acquire("B", 0, k); b.Fence <= g.Fence {
+		t.Fatalf("fence %d after %d", b.Fence, g.Fence)
 	}
 }
 

@@ -480,7 +480,7 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, el *concurre
 	started := time.Now()
 	h, err := host.Open(ctx, n.cfg, host.Options{
 		Version: n.opts.Version, Logger: log, Clock: n.opts.Clock,
-		Catalog: store, Telemetry: n.tel, Embedded: true,
+		Catalog: store, Telemetry: n.tel, Embedded: true, Takeover: true,
 	})
 	if err == nil {
 		if err = h.Start(ctx); err != nil {
