@@ -16,27 +16,17 @@ var onEtcd *etcdcattest.Catalogs // set while TestOnEtcd runs
 // children, forged records, size limits of Badger, tracing and throughput
 // tests stay Badger-only.
 func TestOnEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an etcd")
-	}
-	onEtcd = etcdcattest.Start(t, "broadcast")
-	defer func() { onEtcd = nil }()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"Scenario1ConflictSerializesNonConflictOverlaps", TestScenario1ConflictSerializesNonConflictOverlaps},
-		{"Scenario2OppositeOrderNoDeadlock", TestScenario2OppositeOrderNoDeadlock},
-		{"Scenario3FlakyAppends", TestScenario3FlakyAppends},
-		{"Scenario4LocksFreedWithoutBroadcast", TestScenario4LocksFreedWithoutBroadcast},
-		{"Scenario5ConcurrentSameKey", TestScenario5ConcurrentSameKey},
-		{"Scenario6KeyScopeAndType", TestScenario6KeyScopeAndType},
-		{"Scenario7DuplicateWaitsTimeout", TestScenario7DuplicateWaitsTimeout},
-		{"Scenario8DuplicateOfFailed", TestScenario8DuplicateOfFailed},
-		{"Scenario10GC", TestScenario10GC},
-		{"Scenario11AckSyncUp", TestScenario11AckSyncUp},
-		{"Scenario14CounterExact", TestScenario14CounterExact},
-	} {
-		t.Run(tc.name, tc.fn)
-	}
+	etcdcattest.Run(t, "broadcast", func(c *etcdcattest.Catalogs) { onEtcd = c },
+		TestScenario1ConflictSerializesNonConflictOverlaps,
+		TestScenario2OppositeOrderNoDeadlock,
+		TestScenario3FlakyAppends,
+		TestScenario4LocksFreedWithoutBroadcast,
+		TestScenario5ConcurrentSameKey,
+		TestScenario6KeyScopeAndType,
+		TestScenario7DuplicateWaitsTimeout,
+		TestScenario8DuplicateOfFailed,
+		TestScenario10GC,
+		TestScenario11AckSyncUp,
+		TestScenario14CounterExact,
+	)
 }

@@ -18,27 +18,17 @@ var onEtcd *etcdcattest.Catalogs // set while TestOnEtcd runs
 // about in-memory waiters or clocks and gain nothing from a second
 // backend.
 func TestOnEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an etcd")
-	}
-	onEtcd = etcdcattest.Start(t, "locks")
-	defer func() { onEtcd = nil }()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"ScenarioScripts", TestScenarioScripts},
-		{"Scenario1ExpiryAndFencing", TestLeaseScenario1ExpiryAndFencing},
-		{"Scenario2Renew", TestLeaseScenario2Renew},
-		{"Scenario3MultiKeyAllOrNothing", TestLeaseScenario3MultiKeyAllOrNothing},
-		{"Scenario7Restart", TestLeaseScenario7Restart},
-		{"Scenario9ForceRelease", TestLeaseScenario9ForceRelease},
-		{"Scenario12ManyKeys", TestLeaseScenario12ManyKeys},
-		{"IdempotentAcquire", TestLeaseIdempotentAcquire},
-		{"RecordsGoneAfterEveryEnd", TestLeaseRecordsGoneAfterEveryEnd},
-		{"IdempotencyIsPerPrincipal", TestLeaseIdempotencyIsPerPrincipal},
-		{"TakeoverKeepsGrantsExpiredOnThisClock", TestLeaseTakeoverKeepsGrantsExpiredOnThisClock},
-	} {
-		t.Run(tc.name, tc.fn)
-	}
+	etcdcattest.Run(t, "locks", func(c *etcdcattest.Catalogs) { onEtcd = c },
+		TestScenarioScripts,
+		TestLeaseScenario1ExpiryAndFencing,
+		TestLeaseScenario2Renew,
+		TestLeaseScenario3MultiKeyAllOrNothing,
+		TestLeaseScenario7Restart,
+		TestLeaseScenario9ForceRelease,
+		TestLeaseScenario12ManyKeys,
+		TestLeaseIdempotentAcquire,
+		TestLeaseRecordsGoneAfterEveryEnd,
+		TestLeaseIdempotencyIsPerPrincipal,
+		TestLeaseTakeoverKeepsGrantsExpiredOnThisClock,
+	)
 }

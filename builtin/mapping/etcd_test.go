@@ -15,27 +15,17 @@ var onEtcd *etcdcattest.Catalogs // set while TestOnEtcd runs
 // waits that follow a remap. Tests that corrupt Badger records, hammer or
 // benchmark stay Badger-only.
 func TestOnEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts an etcd")
-	}
-	onEtcd = etcdcattest.Start(t, "mapping")
-	defer func() { onEtcd = nil }()
-	for _, tc := range []struct {
-		name string
-		fn   func(*testing.T)
-	}{
-		{"Scenario1CreateGrow", TestScenario1CreateGrow},
-		{"Scenario2RemapContinues", TestScenario2RemapContinues},
-		{"Scenario3RemapChain", TestScenario3RemapChain},
-		{"Scenario4RemapSame", TestScenario4RemapSame},
-		{"Scenario5Rejections", TestScenario5Rejections},
-		{"Scenario6ConcurrentAppendsDuringRemap", TestScenario6ConcurrentAppendsDuringRemap},
-		{"Scenario7TimestampLookup", TestScenario7TimestampLookup},
-		{"Scenario8Retention", TestScenario8Retention},
-		{"ProducerIdempotency", TestProducerIdempotency},
-		{"DeleteTopic", TestDeleteTopic},
-		{"WaitFollowsRemap", TestWaitFollowsRemap},
-	} {
-		t.Run(tc.name, tc.fn)
-	}
+	etcdcattest.Run(t, "mapping", func(c *etcdcattest.Catalogs) { onEtcd = c },
+		TestScenario1CreateGrow,
+		TestScenario2RemapContinues,
+		TestScenario3RemapChain,
+		TestScenario4RemapSame,
+		TestScenario5Rejections,
+		TestScenario6ConcurrentAppendsDuringRemap,
+		TestScenario7TimestampLookup,
+		TestScenario8Retention,
+		TestProducerIdempotency,
+		TestDeleteTopic,
+		TestWaitFollowsRemap,
+	)
 }

@@ -11,6 +11,9 @@ package etcdcattest
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -58,4 +61,22 @@ func (c *Catalogs) MustOpen(t testing.TB, key string) catalog.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Run runs tests again on etcd: it skips under -short, starts an etcd,
+// hands its Catalogs to use (the package stores it where its open helper
+// looks, and gets nil back at the end) and runs each test as a subtest
+// named after the function ("TestScenario1X" runs as "Scenario1X").
+func Run(t *testing.T, name string, use func(*Catalogs), tests ...func(*testing.T)) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts an etcd")
+	}
+	use(Start(t, name))
+	defer use(nil)
+	for _, fn := range tests {
+		full := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+		sub := strings.TrimPrefix(full[strings.LastIndex(full, ".")+1:], "Test")
+		t.Run(sub, fn)
+	}
 }
