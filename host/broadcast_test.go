@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,35 +8,18 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/internal/syncbuf"
 )
 
-// syncBuffer collects the daemon's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func startBroadcastHost(t *testing.T) (*Host, *client.Client, *syncBuffer) {
+func startBroadcastHost(t *testing.T) (*Host, *client.Client, *syncbuf.Buffer) {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.Broadcast.Vchannels = []string{"orders/0", "orders/1"}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	h, err := Open(context.Background(), cfg, Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), WrapAPI: specCheck(t)})
 	if err != nil {
 		t.Fatal(err)

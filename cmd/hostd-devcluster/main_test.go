@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,11 +9,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hostd-dev/hostd/internal/syncbuf"
 	"github.com/hostd-dev/hostd/internal/testport"
 )
 
@@ -38,7 +37,7 @@ func TestDevClusterStartsServesAndStops(t *testing.T) {
 	ready := filepath.Join(dir, "ready")
 	// Ports: blocks of 3 that are free now (etcd peers at +100).
 	port, etcdPort := freeBlock(t, 3, 0), freeBlock(t, 3, 100)
-	out := &syncBuf{}
+	out := &syncbuf.Buffer{}
 	cmd := exec.Command(filepath.Join(bin, "hostd-devcluster"), "-hostd", filepath.Join(bin, "hostd"),
 		"-dir", filepath.Join(dir, "state"), "-port", fmt.Sprint(port), "-etcd-port", fmt.Sprint(etcdPort),
 		"-election-ttl", "2s", "-ready-file", ready)
@@ -150,22 +149,4 @@ func free(p int) bool {
 	}
 	_ = l.Close()
 	return true
-}
-
-// syncBuf is the child's output, read by the test while the child writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

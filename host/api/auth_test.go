@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hostd-dev/hostd/internal/syncbuf"
 	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
@@ -23,7 +24,7 @@ func TestTokenExpiry(t *testing.T) {
 		laterTok   = "later-token-0123456789"
 		expiredTok = "expired-token-0123456789"
 	)
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	s := start(t, Options{
 		Clock:  clock,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),

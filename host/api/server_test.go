@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/hostd-dev/hostd/internal/apispec"
+	"github.com/hostd-dev/hostd/internal/syncbuf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,23 +27,6 @@ const (
 	writeTok = "write-token-0123456789"
 	adminTok = "admin-token-0123456789"
 )
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // start runs a real server on a loopback port; setup registers routes.
 func start(t *testing.T, opts Options, setup func(s *Server)) *Server {
@@ -273,7 +256,7 @@ func TestNotFoundAndMethodNotAllowed(t *testing.T) {
 var errFeature = errors.New("feature: thing is busy")
 
 func TestPanicAndErrorMapping(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	s := start(t, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}, func(s *Server) {
 		s.Handle("GET /v1/panic", RoleRead, func(w http.ResponseWriter, r *http.Request) error {
 			var none []int
@@ -477,7 +460,7 @@ func TestShutdownTwice(t *testing.T) {
 // is logged at DEBUG, never at ERROR or WARN. A 503 from any other route
 // still is.
 func TestReadyzNotReadyIsNotAnError(t *testing.T) {
-	logs := &syncBuf{}
+	logs := &syncbuf.Buffer{}
 	s := start(t, Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Ready: func() []string { return []string{"broadcast recovery"} }}, func(s *Server) {
 		s.Handle("GET /v1/down", RoleRead, func(w http.ResponseWriter, r *http.Request) error {

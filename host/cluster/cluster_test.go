@@ -22,6 +22,7 @@ import (
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/internal/apispec"
 	"github.com/hostd-dev/hostd/internal/etcdtest"
+	"github.com/hostd-dev/hostd/internal/syncbuf"
 	"github.com/hostd-dev/hostd/runtime/catalog"
 )
 
@@ -44,26 +45,9 @@ func replicaConfig(t *testing.T, endpoints []string, name, prefix string) *confi
 	return &cfg
 }
 
-type logBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type replica struct {
 	*Node
-	logs *logBuf
+	logs *syncbuf.Buffer
 	stop func()
 }
 
@@ -72,7 +56,7 @@ type replica struct {
 // against docs/openapi.json.
 func startReplica(t *testing.T, cfg *config.Config) *replica {
 	t.Helper()
-	logs := &logBuf{}
+	logs := &syncbuf.Buffer{}
 	spec := apispec.MustLoad()
 	n, err := Open(context.Background(), cfg, Options{
 		Logger:  slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
