@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -104,7 +105,7 @@ func (n *Node) pluginHashes() (map[string]string, error) {
 	out := make(map[string]string, len(files))
 	var firstErr error
 	for name, path := range files {
-		sum, err := hashFile(path)
+		sum, err := n.hashes.of(path)
 		if err != nil {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("plugin %s: %w", name, err)
@@ -116,17 +117,48 @@ func (n *Node) pluginHashes() (map[string]string, error) {
 	return out, firstErr
 }
 
-func hashFile(path string) (string, error) {
+// fileHashes remembers each plugin file's SHA-256 by path, size and
+// modification time: /readyz probes and the member record ask every few
+// seconds, and a plugin file is megabytes.
+type fileHashes struct {
+	mu   sync.Mutex
+	seen map[string]fileHash
+}
+
+type fileHash struct {
+	size int64
+	mod  time.Time
+	sum  string
+}
+
+func (c *fileHashes) of(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	h, ok := c.seen[path]
+	c.mu.Unlock()
+	if ok && h.size == st.Size() && h.mod.Equal(st.ModTime()) {
+		return h.sum, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	sh := sha256.New()
+	if _, err := io.Copy(sh, f); err != nil {
 		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	h = fileHash{size: st.Size(), mod: st.ModTime(), sum: hex.EncodeToString(sh.Sum(nil))}
+	c.mu.Lock()
+	if c.seen == nil {
+		c.seen = map[string]fileHash{}
+	}
+	c.seen[path] = h
+	c.mu.Unlock()
+	return h.sum, nil
 }
 
 // notReady lists what this replica waits for (/readyz): a leader; its

@@ -70,6 +70,7 @@ type Node struct {
 	changed chan struct{}
 
 	precompiled chan struct{} // closed when the plugin precompile is over
+	hashes      fileHashes    // plugin file hashes (/v1/cluster, /readyz)
 
 	stopOnce  sync.Once
 	stopped   chan struct{}
