@@ -228,40 +228,36 @@ func markerTypes() map[string]bool {
 	return m
 }
 
+// Engine bounds derived from the catalog's op limit per commit (etcd:
+// --max-txn-ops, 128; Badger: tens of thousands). 0 keeps the engine's
+// default, which is what a roomy catalog gets.
+//
 // appendBatchFor bounds the entries of one append round so that a round to
-// as many vchannels fits one catalog commit (a record put, a queue meta put
-// and a version check each): etcd holds --max-txn-ops (128) entries per
-// commit, Badger tens of thousands (0 keeps the engine's default).
+// as many vchannels fits one commit (a record put, a queue meta put and a
+// version check each): 40 on etcd.
 func appendBatchFor(store catalog.Store) int {
-	l, ok := store.(catalog.Limiter)
-	if !ok {
-		return 0
-	}
-	mo := l.Limits().MaxBatchOps
-	if mo <= 0 || mo >= 1<<20 {
-		return 0
-	}
-	if n := int(max(1, (mo-8)/3)); n < broadcast.DefaultAppendBatch {
-		return n
-	}
-	return 0
+	return opsBound(store, 3, broadcast.DefaultAppendBatch)
 }
 
 // maxVChannelsFor bounds the vchannels of one broadcast so that the
 // engine's own per-vchannel records of a task (checkpoints, acks) and room
-// for its callback's KV writes fit one catalog commit: on etcd
-// (--max-txn-ops 128) 59; on Badger the engine's default (0: its commits
-// hold tens of thousands of entries).
+// for its callback's KV writes fit one commit: 59 on etcd.
 func maxVChannelsFor(store catalog.Store) int {
+	return opsBound(store, 2, broadcast.DefaultMaxVChannels)
+}
+
+// opsBound is (ops per commit - 8) / per, or 0 when that is not below def
+// or the store cannot tell its limits.
+func opsBound(store catalog.Store, per int64, def int) int {
 	l, ok := store.(catalog.Limiter)
 	if !ok {
 		return 0
 	}
 	mo := l.Limits().MaxBatchOps
-	if mo <= 0 || mo >= 1<<20 {
+	if mo <= 0 {
 		return 0
 	}
-	if n := int(max(1, (mo-8)/2)); n < broadcast.DefaultMaxVChannels {
+	if n := int(max(1, (mo-8)/per)); n < def {
 		return n
 	}
 	return 0
