@@ -404,9 +404,13 @@ func TestLeaseTakeoverKeepsGrantsExpiredOnThisClock(t *testing.T) {
 	e := newLeaseEnv(t, true)
 	k := ex("k", "t")
 	g := e.acquire("A", 2*time.Second, k)
-	e.clock.Advance(5 * time.Second) // past its expiry on this clock
+	// The old leader dies holding the grant (closed first: a live service
+	// would reap the grant itself once its own clock passed the expiry).
+	e.close()
+	e.clock.Advance(5 * time.Second) // past its expiry on the new leader's clock
 	e.takeover = true
-	e.restart()
+	e.store = openStore(t, e.dir, e.sync)
+	e.open()
 	if err := e.svc.CheckFence(k, g.Fence); err != nil {
 		t.Fatalf("takeover dropped a grant on its own clock: %v", err)
 	}
