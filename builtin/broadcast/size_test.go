@@ -283,7 +283,7 @@ func TestRecordSizeBound(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		props := rapid.MapOf(rapid.String(), rapid.String()).Draw(rt, "props")
 		rec := taskRecord{
-			Message:   Message{Type: rapid.String().Draw(rt, "type"), Payload: rapid.SliceOf(rapid.Byte()).Draw(rt, "payload"), Properties: props},
+			Message: Message{Type: rapid.String().Draw(rt, "type"), Payload: rapid.SliceOf(rapid.Byte()).Draw(rt, "payload"), Properties: props},
 			// Distinct, as the engine stores them (it dedups the request's
 			// vchannels): duplicates would share one low_water map entry in
 			// the real record while the bound counts each.
