@@ -375,8 +375,8 @@ func (c *committer) validate(rtxn *badger.Txn, overlay map[string]overlayEntry, 
 		if err != nil {
 			return err
 		}
-		if got != ch.Version {
-			return conflictf("key %q: read at version %d, now %s", ch.Key, ch.Version, verString(got))
+		if err := CheckVersion(ch, got); err != nil {
+			return err
 		}
 	}
 	for _, rc := range b.RangeChecks {
@@ -387,30 +387,12 @@ func (c *committer) validate(rtxn *badger.Txn, overlay map[string]overlayEntry, 
 	return nil
 }
 
-// pendingVersion marks a key written by an earlier writer of this round:
-// no reader can have seen that version yet.
-const pendingVersion = Version(1<<64 - 1)
-
-func verString(v Version) string {
-	switch v {
-	case pendingVersion:
-		return "written by a concurrent commit"
-	case 0:
-		return "absent"
-	}
-	return fmt.Sprintf("version %d", v)
-}
-
-func conflictf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrConflict, fmt.Sprintf(format, args...))
-}
-
 func currentVersion(rtxn *badger.Txn, overlay map[string]overlayEntry, key []byte) (Version, error) {
 	if o, ok := overlay[string(key)]; ok {
 		if o.deleted {
 			return 0, nil
 		}
-		return pendingVersion, nil
+		return PendingVersion, nil
 	}
 	item, err := rtxn.Get(key)
 	if errors.Is(err, badger.ErrKeyNotFound) {
@@ -420,10 +402,6 @@ func currentVersion(rtxn *badger.Txn, overlay map[string]overlayEntry, key []byt
 		return 0, fmt.Errorf("catalog: check %q: %w", key, err)
 	}
 	return Version(item.Version()), nil
-}
-
-func inRange(k, start, end []byte) bool {
-	return bytes.Compare(k, start) >= 0 && (end == nil || bytes.Compare(k, end) < 0)
 }
 
 func checkRange(rtxn *badger.Txn, overlay map[string]overlayEntry, rc RangeCheck) error {
@@ -436,32 +414,16 @@ func checkRange(rtxn *badger.Txn, overlay map[string]overlayEntry, rc RangeCheck
 		return fmt.Errorf("catalog: range check [%q, %q): %w", rc.Start, rc.End, err)
 	}
 	for k, o := range overlay {
-		if !inRange([]byte(k), rc.Start, rc.End) {
+		if !InRange([]byte(k), rc.Start, rc.End) {
 			continue
 		}
 		if o.deleted {
 			delete(now, k)
 		} else {
-			now[k] = pendingVersion
+			now[k] = PendingVersion
 		}
 	}
-	seen := make(map[string]bool, len(rc.Seen))
-	for _, kv := range rc.Seen {
-		seen[string(kv.Key)] = true
-		got, ok := now[string(kv.Key)]
-		if !ok {
-			return conflictf("range [%q, %q): key %q was removed", rc.Start, rc.End, kv.Key)
-		}
-		if got != kv.Version {
-			return conflictf("range [%q, %q): key %q read at version %d, now %s", rc.Start, rc.End, kv.Key, kv.Version, verString(got))
-		}
-	}
-	for k := range now {
-		if !seen[k] {
-			return conflictf("range [%q, %q): key %q was inserted", rc.Start, rc.End, k)
-		}
-	}
-	return nil
+	return CheckRangeSeen(rc, now)
 }
 
 // Limits are the sizes one record and one atomic commit can have.

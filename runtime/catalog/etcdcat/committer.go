@@ -495,23 +495,6 @@ func (c *committer) read(cand []*request) (*readState, error) {
 	return st, nil
 }
 
-// pendingVersion marks a key written by an earlier writer of the chunk.
-const pendingVersion = catalog.Version(1<<64 - 1)
-
-func verString(v catalog.Version) string {
-	switch v {
-	case pendingVersion:
-		return "written by a concurrent commit"
-	case 0:
-		return "absent"
-	}
-	return fmt.Sprintf("version %d", v)
-}
-
-func conflictf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", catalog.ErrConflict, fmt.Sprintf(format, args...))
-}
-
 // pack validates cand in order against st overlaid with the writes of the
 // writers accepted before it (a key written earlier has a version nobody
 // can have seen; a deleted key is absent). A writer that fails is answered
@@ -552,7 +535,7 @@ func touches(overlay map[string]bool, r *request) bool {
 	}
 	for _, rc := range r.b.RangeChecks {
 		for k := range overlay {
-			if inRange([]byte(k), rc.Start, rc.End) {
+			if catalog.InRange([]byte(k), rc.Start, rc.End) {
 				return true
 			}
 		}
@@ -560,21 +543,17 @@ func touches(overlay map[string]bool, r *request) bool {
 	return false
 }
 
-func inRange(k, start, end []byte) bool {
-	return bytes.Compare(k, start) >= 0 && (end == nil || bytes.Compare(k, end) < 0)
-}
-
 func validate(st *readState, overlay map[string]bool, b *catalog.Batch) error {
 	for _, ch := range b.Checks {
 		got := st.keys[string(ch.Key)]
 		if del, ok := overlay[string(ch.Key)]; ok {
-			got = pendingVersion
+			got = catalog.PendingVersion
 			if del {
 				got = 0
 			}
 		}
-		if got != ch.Version {
-			return conflictf("key %q: read at version %d, now %s", ch.Key, ch.Version, verString(got))
+		if err := catalog.CheckVersion(ch, got); err != nil {
+			return err
 		}
 	}
 	for i := range b.RangeChecks {
@@ -584,30 +563,17 @@ func validate(st *readState, overlay map[string]bool, b *catalog.Batch) error {
 			now[string(kv.Key)] = kv.Version
 		}
 		for k, del := range overlay {
-			if !inRange([]byte(k), rc.Start, rc.End) {
+			if !catalog.InRange([]byte(k), rc.Start, rc.End) {
 				continue
 			}
 			if del {
 				delete(now, k)
 			} else {
-				now[k] = pendingVersion
+				now[k] = catalog.PendingVersion
 			}
 		}
-		seen := make(map[string]bool, len(rc.Seen))
-		for _, kv := range rc.Seen {
-			seen[string(kv.Key)] = true
-			got, ok := now[string(kv.Key)]
-			if !ok {
-				return conflictf("range [%q, %q): key %q was removed", rc.Start, rc.End, kv.Key)
-			}
-			if got != kv.Version {
-				return conflictf("range [%q, %q): key %q read at version %d, now %s", rc.Start, rc.End, kv.Key, kv.Version, verString(got))
-			}
-		}
-		for k := range now {
-			if !seen[k] {
-				return conflictf("range [%q, %q): key %q was inserted", rc.Start, rc.End, k)
-			}
+		if err := catalog.CheckRangeSeen(*rc, now); err != nil {
+			return err
 		}
 	}
 	return nil
