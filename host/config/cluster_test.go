@@ -8,12 +8,16 @@ import (
 	"time"
 )
 
-// Combinations of catalog.* and cluster.*: each mistake is named with the
+// Combinations of catalog.*, cluster.* and wal.*: each mistake is named with the
 // key at fault and a message that says why.
 func TestClusterCombinations(t *testing.T) {
 	etcd := func(c *Config) {
 		c.Catalog.Backend = CatalogEtcd
 		c.Catalog.Etcd.Endpoints = []string{"http://127.0.0.1:2379"}
+	}
+	js := func(c *Config) {
+		c.WAL.Backend = WALJetStream
+		c.WAL.JetStream.URL = "nats://127.0.0.1:4222,nats://127.0.0.1:4223"
 	}
 	for _, tc := range []struct {
 		name    string
@@ -43,6 +47,18 @@ func TestClusterCombinations(t *testing.T) {
 		{"bad advertise", func(c *Config) { etcd(c); c.Cluster.Advertise = "h:7070" }, "cluster.advertise", "base URL"},
 		{"in-memory in cluster", func(c *Config) { etcd(c); c.Data.InMemory = true }, "data.in_memory", "not allowed in cluster mode"},
 		{"slash in node name", func(c *Config) { etcd(c); c.Cluster.NodeName = "a/b" }, "cluster.node_name", "may not contain"},
+		// wal.* (physical queues on JetStream) with either catalog.
+		{"jetstream with etcd", func(c *Config) { etcd(c); js(c) }, "", ""},
+		{"jetstream embedded", js, "", ""},
+		{"jetstream without url", func(c *Config) { c.WAL.Backend = WALJetStream }, "wal.jetstream.url", "required with wal.backend jetstream"},
+		{"url without jetstream", func(c *Config) { c.WAL.JetStream.URL = "nats://h:4222" }, "wal.jetstream.url", "set wal.backend to jetstream"},
+		{"unknown wal backend", func(c *Config) { c.WAL.Backend = "kafka" }, "wal.backend", "must be one of catalog, jetstream"},
+		{"bad nats url", func(c *Config) { js(c); c.WAL.JetStream.URL = "nats://a:4222,http://b:4222" }, "wal.jetstream.url", "not a nats://"},
+		{"two nats auths", func(c *Config) { js(c); c.WAL.JetStream.Token = "t"; c.WAL.JetStream.CredsFile = "c.creds" }, "wal.jetstream.creds_file", "use one of"},
+		{"nats user without password", func(c *Config) { js(c); c.WAL.JetStream.User = "u" }, "wal.jetstream.password", "both"},
+		{"two replicas", func(c *Config) { js(c); c.WAL.JetStream.Replicas = 2 }, "wal.jetstream.replicas", "must be 1, 3 or 5"},
+		{"bad storage", func(c *Config) { js(c); c.WAL.JetStream.Storage = "disk" }, "wal.jetstream.storage", "must be one of file, memory"},
+		{"bad stream prefix", func(c *Config) { js(c); c.WAL.JetStream.StreamPrefix = "a.b" }, "wal.jetstream.stream_prefix", "[A-Za-z0-9_-]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

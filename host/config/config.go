@@ -29,6 +29,8 @@ type Config struct {
 	Catalog Catalog `koanf:"catalog"`
 	// Cluster is this replica's identity in cluster mode (etcd catalog).
 	Cluster Cluster `koanf:"cluster"`
+	// WAL selects where physical queues live: the catalog or JetStream.
+	WAL WAL `koanf:"wal"`
 }
 
 // Default returns the configuration used when nothing is set.
@@ -44,6 +46,7 @@ func Default() Config {
 		Mapping:   defaultMapping(),
 		Catalog:   defaultCatalog(),
 		Cluster:   defaultCluster(),
+		WAL:       defaultWAL(),
 	}
 }
 
@@ -65,6 +68,7 @@ func (c *Config) validate(p *problems) {
 	c.Mapping.validate(p)
 	c.Catalog.validate(p)
 	c.validateCluster(p)
+	c.WAL.validate(p)
 }
 
 // Problem is one configuration mistake.
