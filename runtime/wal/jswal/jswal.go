@@ -37,8 +37,9 @@ type Log struct {
 	own bool // nc was dialed by Open: Close closes it
 	js  jetstream.JetStream
 
-	term atomic.Uint64
-	pseq atomic.Uint64
+	term     atomic.Uint64
+	pseq     atomic.Uint64
+	fencedBy sync.Once // Options.OnFenced, once
 
 	tmu      sync.Mutex
 	lastTick uint64
@@ -777,6 +778,9 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 	}
 	term := l.term.Load()
 	if s.fenceTerm > term {
+		if l.o.OnFenced != nil {
+			l.fencedBy.Do(l.o.OnFenced)
+		}
 		return &FencedError{Queue: queue, Term: term, By: s.fenceTerm}
 	}
 	s.loaded = true

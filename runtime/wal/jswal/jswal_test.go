@@ -126,7 +126,8 @@ func TestMaxPayloadRefusedAtConnect(t *testing.T) {
 func TestOldLeaderFenced(t *testing.T) {
 	c := natstest.Start(t, natstest.Options{SyncAlways: true})
 	ctx := ctxT(t)
-	old := open(t, c, jswal.Options{Term: 1, StreamPrefix: "F"})
+	var fencedCalls atomic.Int32
+	old := open(t, c, jswal.Options{Term: 1, StreamPrefix: "F", OnFenced: func() { fencedCalls.Add(1) }})
 	if err := old.Create(ctx, "t/0"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +150,9 @@ func TestOldLeaderFenced(t *testing.T) {
 	}
 	if err := old.Fence(ctx, "t/0", 1); !errors.Is(err, jswal.ErrFenced) {
 		t.Fatalf("fence with an older term: %v, want fenced", err)
+	}
+	if n := fencedCalls.Load(); n != 1 {
+		t.Fatalf("OnFenced called %d times after two refusals, want once", n)
 	}
 	ents, err := nw.Append(ctx, "t/0", []wal.Record{{Payload: []byte("b")}})
 	if err != nil {

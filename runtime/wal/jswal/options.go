@@ -65,6 +65,11 @@ type Options struct {
 	// a writer with a lower term can no longer append to a queue once a
 	// record of a higher term is in it (see Fence). 0 means unfenced.
 	Term uint64
+	// OnFenced, if set, is called once, the first time this writer finds
+	// a queue fenced by a newer term (the call then fails with a
+	// *FencedError): a cluster replica steps down at once instead of
+	// waiting for its etcd session to expire.
+	OnFenced func()
 	// ProducerID names this writer in every record's Hostd-Producer
 	// header (with a per-writer sequence in Hostd-Producer-Seq). Default:
 	// a random id.
