@@ -24,6 +24,7 @@ import (
 	"github.com/hostd-dev/hostd/runtime/catalog"
 	"github.com/hostd-dev/hostd/runtime/sched"
 	"github.com/hostd-dev/hostd/runtime/wal"
+	"github.com/hostd-dev/hostd/runtime/wal/jswal"
 	"github.com/hostd-dev/hostd/runtime/wasm"
 )
 
@@ -33,6 +34,7 @@ import (
 var features = []feature{
 	{"admin", openAdmin},
 	{"locks", openLocks},
+	{"jetstream", openJetStream},
 	{"mapping", openMapping},
 	{"plugins", openPlugins},
 	{"broadcast", openBroadcast},
@@ -73,6 +75,17 @@ type Options struct {
 	// another machine (a cluster leader term). Persisted leases then get
 	// their full TTL from now, none is dropped on this machine's clock.
 	Takeover bool
+	// Term is the leader term this Host serves (cluster mode), 0 outside
+	// a cluster. With wal.backend jetstream every record carries it and
+	// the queues are fenced with it at start, so a deposed leader's late
+	// append fails on every queue (docs/jetstream-wal.md).
+	Term uint64
+	// OnFenced is called once when a JetStream queue turns out to be
+	// fenced by a newer term (cluster mode: the replica steps down).
+	OnFenced func()
+	// NodeName names this process in the records it writes to JetStream
+	// (Hostd-Producer). Default: a random id.
+	NodeName string
 }
 
 // APITokens are cfg's API tokens as the API server takes them (a cluster
@@ -116,6 +129,7 @@ type Host struct {
 	// wired; otherwise host/broadcast.go opens the WAL with the 1:1
 	// resolver. plugins: set by host/plugins.go.
 	wal            *wal.WAL
+	js             *jswal.Log // wal.backend jetstream (host/wal.go)
 	resolver       wal.Resolver
 	mapping        *mapping.Mapping // host/mapping.go
 	plugins        *wasm.Runtime

@@ -1,9 +1,12 @@
 // Command hostd-devcluster starts a local cluster-mode hostd on loopback,
 // for development and demos: a 3-member etcd cluster (the real etcd
-// server, go.etcd.io/etcd/server/v3 at the version in go.mod, running in
-// this process) and 3 hostd replicas as subprocesses of a hostd binary.
-// It prints where to point the CLI, and on Ctrl-C (SIGINT or SIGTERM) stops
-// the replicas (each resigns and drains) and then etcd.
+// server, go.etcd.io/etcd/server/v3 at the version in go.mod), 3 NATS
+// servers forming a JetStream cluster for the physical queues (the real
+// nats-server, github.com/nats-io/nats-server/v2 at the version in go.mod),
+// both running in this process, and 3 hostd replicas as subprocesses of a
+// hostd binary. It prints where to point the CLI, and on Ctrl-C (SIGINT or
+// SIGTERM) stops the replicas (each resigns and drains), then NATS and
+// etcd.
 //
 //	make devcluster                       # builds bin/hostd, runs this
 //	go run ./cmd/hostd-devcluster -hostd bin/hostd -dir ./devcluster
@@ -12,7 +15,8 @@
 // data dir and log); a second start on the same -dir continues the same
 // cluster. Delete the dir for a fresh one. Ports: replicas on
 // -port, -port+1, ...; etcd clients on -etcd-port, -etcd-port+1, ...,
-// peers on -etcd-port+100, ....
+// peers on -etcd-port+100, ...; NATS clients on -nats-port, ..., routes
+// on -nats-port+100, .... -nats-servers 0 keeps the queues in etcd.
 package main
 
 import (
@@ -31,18 +35,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
 type options struct {
-	dir       string
-	hostd     string
-	replicas  int
-	members   int
-	port      int
-	etcdPort  int
-	ttl       time.Duration
-	readyFile string
+	dir      string
+	hostd    string
+	replicas int
+	members  int
+	port     int
+	etcdPort int
+	// NATS JetStream for the physical queues (wal.backend jetstream);
+	// natsServers 0 keeps them in the etcd catalog.
+	natsServers int
+	natsPort    int
+	ttl         time.Duration
+	readyFile   string
 }
 
 func main() {
@@ -53,6 +62,8 @@ func main() {
 	flag.IntVar(&o.members, "etcd-members", 3, "etcd members")
 	flag.IntVar(&o.port, "port", 7071, "API port of the first replica (the others follow)")
 	flag.IntVar(&o.etcdPort, "etcd-port", 23790, "client port of the first etcd member (peers at +100)")
+	flag.IntVar(&o.natsServers, "nats-servers", 3, "NATS servers with JetStream for the physical queues (0: queues in the etcd catalog)")
+	flag.IntVar(&o.natsPort, "nats-port", 24220, "client port of the first NATS server (routes at +100)")
 	flag.DurationVar(&o.ttl, "election-ttl", 5*time.Second, "cluster.election_ttl of the replicas")
 	flag.StringVar(&o.readyFile, "ready-file", "", "write the first replica's URL to this file once every replica is ready (scripts, tests)")
 	flag.Parse()
@@ -89,11 +100,21 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("etcd %d member(s) up: %s\n", len(etcds), strings.Join(endpoints, ","))
+	natsURL := ""
+	if o.natsServers > 0 {
+		var nats []*server.Server
+		nats, natsURL, err = startNATS(o)
+		defer stopNATS(nats) // after the replicas (deferred later, run first)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("nats %d server(s) with JetStream up: %s\n", len(nats), natsURL)
+	}
 
 	var procs []*exec.Cmd
 	var urls []string
 	for i := range o.replicas {
-		cmd, u, err := startReplica(o, hostd, i, endpoints)
+		cmd, u, err := startReplica(o, hostd, i, endpoints, natsURL)
 		if err != nil {
 			stopReplicas(procs)
 			return err
@@ -128,7 +149,7 @@ logs: %s/r*/hostd.log — Ctrl-C stops everything (state stays in %s)
 	var runErr error
 	select {
 	case <-ctx.Done():
-		fmt.Println("stopping the replicas, then etcd")
+		fmt.Println("stopping the replicas, then NATS and etcd")
 	case runErr = <-exited:
 	}
 	stopReplicas(procs)
@@ -209,7 +230,7 @@ func logPath(o options, i int) string {
 	return filepath.Join(o.dir, fmt.Sprintf("r%d", i), "hostd.log")
 }
 
-func startReplica(o options, hostd string, i int, endpoints []string) (*exec.Cmd, string, error) {
+func startReplica(o options, hostd string, i int, endpoints []string, natsURL string) (*exec.Cmd, string, error) {
 	dir := filepath.Join(o.dir, fmt.Sprintf("r%d", i))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", err
@@ -235,6 +256,18 @@ cluster:
 broadcast:
   vchannels: [orders/0, orders/1]
 `, addr, abs, strings.Join(endpoints, ", "), i, o.ttl)
+	if natsURL != "" {
+		replicas := 1
+		if o.natsServers >= 3 {
+			replicas = 3
+		}
+		cfg += fmt.Sprintf(`wal:
+  backend: jetstream
+  jetstream:
+    url: %s
+    replicas: %d
+`, natsURL, replicas)
+	}
 	file := filepath.Join(dir, "hostd.yaml")
 	if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 		return nil, "", err

@@ -13,12 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hostd-dev/hostd/internal/syncbuf"
 	"github.com/hostd-dev/hostd/internal/testport"
 )
 
 // The documented one-command dev cluster, as a user runs it: build hostd
-// and this program, start it, use the cluster through the CLI, stop it
+// and this program, start it (3 etcd members, 3 NATS servers, 3 replicas), use the cluster through the CLI, stop it
 // with SIGINT and expect a clean exit (every replica stopped, etcd closed).
 func TestDevClusterStartsServesAndStops(t *testing.T) {
 	if testing.Short() {
@@ -36,10 +39,11 @@ func TestDevClusterStartsServesAndStops(t *testing.T) {
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	// Ports: blocks of 3 that are free now (etcd peers at +100).
-	port, etcdPort := freeBlock(t, 3, 0), freeBlock(t, 3, 100)
+	port, etcdPort, natsPort := freeBlock(t, 3, 0), freeBlock(t, 3, 100), freeBlock(t, 3, 100)
 	out := &syncbuf.Buffer{}
 	cmd := exec.Command(filepath.Join(bin, "hostd-devcluster"), "-hostd", filepath.Join(bin, "hostd"),
 		"-dir", filepath.Join(dir, "state"), "-port", fmt.Sprint(port), "-etcd-port", fmt.Sprint(etcdPort),
+		"-nats-port", fmt.Sprint(natsPort),
 		"-election-ttl", "2s", "-ready-file", ready)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -95,6 +99,34 @@ func TestDevClusterStartsServesAndStops(t *testing.T) {
 	}
 	if got := hostd("broadcast", "send", "noop", "orders/0", "--payload", "hello", "-o", "json"); !strings.Contains(got, "TOMBSTONE") {
 		t.Fatalf("broadcast through the dev cluster: %s", got)
+	}
+	// The vchannels' physical queues are JetStream streams (3 replicas).
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queues := map[string]int{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	lister := js.ListStreams(ctx)
+	for si := range lister.Info() {
+		queues[si.Config.Metadata["hostd_queue"]] = si.Config.Replicas
+	}
+	cancel()
+	nc.Close()
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(queues) == 0 {
+		t.Fatalf("no hostd streams on JetStream")
+	}
+	for q, r := range queues {
+		if r != 3 {
+			t.Errorf("stream of queue %q has %d replicas, want 3", q, r)
+		}
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

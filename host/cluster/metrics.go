@@ -23,7 +23,7 @@ func newMetrics(n *Node) *metrics {
 	m.forwarded, _ = mt.Int64Counter("hostd.cluster.forwarded_requests",
 		metric.WithDescription("requests this replica did not serve itself, by outcome: ok, error (leader unreachable), not_leader (a forwarded request reached a non-leader), no_leader (none within the request timeout)"))
 	m.fenced, _ = mt.Int64Counter("hostd.cluster.fenced_commits",
-		metric.WithDescription("commits refused because this replica's leader term had ended"))
+		metric.WithDescription("commits (and JetStream appends) refused because this replica's leader term had ended"))
 	_, _ = mt.Int64ObservableGauge("hostd.cluster.term",
 		metric.WithDescription("the current leader's term (election key create revision); 0 during an election"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {

@@ -462,9 +462,14 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, el *concurre
 	log := n.log.With("term", term)
 	fenced := make(chan struct{})
 	var fenceOnce sync.Once
-	store := &countingStore{Store: n.cat.fenced(el.Key(), term, func() {
-		fenceOnce.Do(func() { close(fenced) })
-	}), m: n.m}
+	stepDown := func() { fenceOnce.Do(func() { close(fenced) }) }
+	store := &countingStore{Store: n.cat.fenced(el.Key(), term, stepDown), m: n.m}
+	// A JetStream queue fenced by a newer term is the same news as a
+	// fenced commit: count it, step down.
+	queueFenced := func() {
+		n.m.fenced.Add(context.WithoutCancel(ctx), 1)
+		stepDown()
+	}
 	// The term's store (its committer, its sequence blocks) ends with the
 	// term, after the term's Host.
 	defer func() {
@@ -482,6 +487,7 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, el *concurre
 	h, err := host.Open(ctx, n.cfg, host.Options{
 		Version: n.opts.Version, Logger: log, Clock: n.opts.Clock,
 		Catalog: store, Telemetry: n.tel, Embedded: true, Takeover: true,
+		Term: uint64(term), NodeName: n.name, OnFenced: queueFenced,
 	})
 	if err == nil {
 		if err = h.Start(ctx); err != nil {
@@ -504,7 +510,7 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, el *concurre
 	case <-sess.Done():
 		reason = "etcd session lost"
 	case <-fenced:
-		reason = "a commit was fenced: a newer term exists"
+		reason = "a commit or an append was fenced: a newer term exists"
 	}
 	log.Warn("stepping down", "reason", reason)
 	n.endTerm(ctx, el, h, log)
