@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -200,4 +201,187 @@ func checkStreamTerms(t *testing.T, c *natstest.Cluster) {
 		t.Fatal("no hostd streams on JetStream: the queues are not there")
 	}
 	t.Logf("JetStream: %d streams, %d records, terms never go down", streams, records)
+}
+
+// ackMonitor samples how many broadcasts the ledger holds as acknowledged,
+// every 50 ms, to measure pauses in service.
+type ackMonitor struct {
+	mu      sync.Mutex
+	samples []ackSample
+}
+
+type ackSample struct {
+	at    time.Time
+	acked int
+}
+
+func monitorAcks(l *ledger, stop <-chan struct{}) *ackMonitor {
+	m := &ackMonitor{}
+	go func() {
+		tk := time.NewTicker(50 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tk.C:
+				l.mu.Lock()
+				n := len(l.acked)
+				l.mu.Unlock()
+				m.mu.Lock()
+				m.samples = append(m.samples, ackSample{now, n})
+				m.mu.Unlock()
+			}
+		}
+	}()
+	return m
+}
+
+// window returns the acknowledgements made in [from, to) and the longest
+// stretch in it without one.
+func (m *ackMonitor) window(from, to time.Time) (acks int, longest time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first, last, lastChange := -1, -1, from
+	for _, s := range m.samples {
+		if s.at.Before(from) || !s.at.Before(to) {
+			continue
+		}
+		if first < 0 {
+			first = s.acked
+		} else if s.acked > last {
+			longest = max(longest, s.at.Sub(lastChange))
+			lastChange = s.at
+		}
+		last = s.acked
+	}
+	longest = max(longest, to.Sub(lastChange))
+	if first < 0 {
+		return 0, to.Sub(from)
+	}
+	return last - first, longest
+}
+
+// firstAckAfter is when the acknowledged count first grew after t (zero
+// if it did not, up to d).
+func (m *ackMonitor) firstAckAfter(t time.Time, d time.Duration) time.Duration {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		m.mu.Lock()
+		base := -1
+		for _, s := range m.samples {
+			if s.at.Before(t) {
+				base = s.acked
+				continue
+			}
+			if base >= 0 && s.acked > base {
+				m.mu.Unlock()
+				return s.at.Sub(t)
+			}
+		}
+		m.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+	return 0
+}
+
+// TestClusterJetStreamInfraLoss: 3 replicas, 3 etcd members, 3 NATS
+// servers; a client keeps submitting broadcasts (idempotency keys) and
+// producer-idempotent appends through random replicas while the test
+// takes away (1) one etcd member and one NATS server together — the
+// service must continue, and the longest pause is logged (a stream whose
+// JetStream leader died waits for NATS's re-election); (2) a majority of
+// etcd — writes fail with 503 and nothing is acknowledged, then service
+// resumes when quorum returns; (3) a majority of NATS — likewise.
+// Afterwards every acknowledged broadcast and append is there exactly
+// once and no stream holds an older term after a newer one.
+func TestClusterJetStreamInfraLoss(t *testing.T) {
+	ec := startClusterJS(t, 3, "")
+	rc := ec.randomClient()
+	l := newLedger("infra-%05d")
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	load.Add(1)
+	go func() {
+		defer load.Done()
+		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
+			request: clusterRequest}, stop, true)
+	}()
+	prod := runProducer(t, ec.randomClient(client.WithRetries(1)), clusterVChannels[1], "infra-producer", stop)
+	mon := monitorAcks(l, stop)
+	time.Sleep(2 * time.Second)
+
+	// (1) One etcd member and one NATS server: no quorum lost.
+	t0 := time.Now()
+	ec.etcd.Stop(0)
+	ec.nats.Stop(0)
+	time.Sleep(15 * time.Second)
+	acks, pause := mon.window(t0, time.Now())
+	t.Logf("one etcd member and one NATS server down: %d broadcasts acknowledged in 15 s, longest pause %v", acks, pause.Round(time.Millisecond))
+	if acks < 5 {
+		t.Errorf("service did not continue with one etcd member and one NATS server down: %d acknowledgements in 15 s", acks)
+	}
+	ec.etcd.Restart(0)
+	ec.nats.Restart(0)
+	time.Sleep(5 * time.Second) // the restarted servers catch up
+
+	// (2) and (3): a majority of etcd, then of NATS.
+	for _, loss := range []struct {
+		name             string
+		stop, restart    func()
+		settle, downtime time.Duration
+	}{
+		{"etcd majority", func() { ec.etcd.Stop(1); ec.etcd.Stop(2) }, func() { ec.etcd.Restart(1); ec.etcd.Restart(2) },
+			2*clusterElectionTTL + 2*time.Second, 10 * time.Second},
+		{"NATS majority", func() { ec.nats.Stop(1); ec.nats.Stop(2) }, func() { ec.nats.Restart(1); ec.nats.Restart(2) },
+			3 * time.Second, 10 * time.Second},
+	} {
+		loss.stop()
+		down := time.Now()
+		time.Sleep(loss.settle)
+		quiet := time.Now()
+		// A write now cannot be acknowledged.
+		r := ec.replicas[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		probe := "probe-" + strings.ReplaceAll(loss.name, " ", "-")
+		res, err := r.c.SubmitBroadcast(ctx, clusterRequest(probe))
+		cancel()
+		l.mu.Lock() // finished by the drain below, like any client's retry
+		l.issued[probe] = true
+		l.retry = append(l.retry, probe)
+		l.mu.Unlock()
+		var ce *client.Error
+		switch {
+		case err == nil && res.State == "TOMBSTONE" && !res.TimedOut:
+			t.Errorf("%s lost: a broadcast was acknowledged complete (%d)", loss.name, res.ID)
+		case errors.As(err, &ce):
+			t.Logf("%s lost: a write answers %d %s", loss.name, ce.Status, ce.Code)
+		case err != nil:
+			t.Logf("%s lost: a write fails: %v", loss.name, err)
+		default:
+			t.Logf("%s lost: a write is accepted but not complete (state %s, timed out %v)", loss.name, res.State, res.TimedOut)
+		}
+		time.Sleep(loss.downtime - time.Since(down) + loss.settle)
+		if acks, _ := mon.window(quiet, time.Now()); acks > 0 {
+			t.Errorf("%s lost: %d broadcasts acknowledged while it was gone", loss.name, acks)
+		}
+		loss.restart()
+		back := time.Now()
+		d := mon.firstAckAfter(back, 90*time.Second)
+		if d == 0 {
+			t.Fatalf("%s back: no broadcast acknowledged within 90 s", loss.name)
+		}
+		t.Logf("%s back: first acknowledgement after %v", loss.name, d.Round(time.Millisecond))
+		time.Sleep(3 * time.Second)
+	}
+	close(stop)
+	load.Wait()
+	drain := make(chan struct{})
+	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
+	runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
+		request: clusterRequest}, drain, false)
+	timer.Stop()
+	checkClusterBroadcasts(t, ec, rc, l, clusterRequest)
+	prod.check(t, rc)
+	checkStreamTerms(t, ec.nats)
 }
