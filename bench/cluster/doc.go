@@ -21,5 +21,13 @@
 //     by the e2e test (e2e/cluster_test.go, TestClusterLeaderKills logs
 //     p50/p99): a crash waits for the election TTL.
 //
+// TestReportJetStream (issue 14) runs the replicas with their physical
+// queues on a 3-server JetStream cluster (wal.backend jetstream, R3 file
+// streams, sync_interval always) and reports broadcasts/s to 4 vchannels
+// from 1, 16 and 64 clients beside raw JetStream publishes of the same 4
+// messages (one per R3 stream, awaited together) at the same concurrency:
+//
+//	cd bench && HOSTD_BENCH=1 go test ./cluster -run TestReportJetStream -v
+//
 // HOSTD_BENCH_SECONDS sets each timed run (default 2 s).
 package clusterbench

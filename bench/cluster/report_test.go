@@ -36,7 +36,7 @@ const (
 
 var payload = string(make([]byte, 64))
 
-func replica(t *testing.T, endpoints []string, name string) *cluster.Node {
+func replica(t *testing.T, endpoints []string, name string, adjust ...func(*config.Config)) *cluster.Node {
 	t.Helper()
 	cfg := config.Default()
 	cfg.API.Listen = "127.0.0.1:0"
@@ -49,6 +49,9 @@ func replica(t *testing.T, endpoints []string, name string) *cluster.Node {
 	cfg.Cluster.NodeName = name
 	cfg.Cluster.ElectionTTL = electionTTL
 	cfg.Broadcast.Vchannels = []string{"orders/0", "orders/1"}
+	for _, a := range adjust {
+		a(&cfg)
+	}
 	n, err := cluster.Open(context.Background(), &cfg, cluster.Options{Logger: slog.New(slog.DiscardHandler), LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
