@@ -9,12 +9,15 @@
 // serve` runs for catalog.backend etcd). The figures:
 //
 //   - broadcasts/s submitted through the leader's API (a noop to two
-//     vchannels, 64-byte payload, waiting for done) from 1 and 16 clients,
+//     vchannels, 64-byte payload, waiting for done) from 1, 16 and 64 clients,
 //     beside raw etcd txns/s at the same concurrency, each txn carrying a
 //     term-fence compare (like every leader commit) and putting as many
 //     keys of the same size as one broadcast writes on average (counted
 //     with a watch on the catalog prefix during the hostd run). The note
 //     says how many etcd txns (revisions) one broadcast costs.
+//   - lease acquire+release pairs/s through the leader from 1, 16 and 64
+//     clients, beside raw etcd txn pairs (compare-and-put, delete, each
+//     with the fence compare) at the same concurrency;
 //   - the handover when the leader stops cleanly (Shutdown: it resigns):
 //     from the stop to the first broadcast acknowledged through a
 //     survivor, beside cluster.election_ttl. A crashed leader is measured

@@ -190,7 +190,7 @@ func TestReport(t *testing.T) {
 	term := pr.Header.Revision
 
 	var rows []report.Row
-	for _, workers := range []int{1, 16} {
+	for _, workers := range []int{1, 16, 64} {
 		rev0 := revision(t, cli)
 		w := watchWrites(cli, rev0+1)
 		hostd, err := baseline.Run("hostd broadcast", workers, d, func(int) error { return submit(c) })
@@ -238,6 +238,49 @@ func TestReport(t *testing.T) {
 			Note: fmt.Sprintf("one broadcast = %.1f etcd write txns, %.1f keys written; p50 %s p99 %s (raw p50 %s p99 %s); hostd cpu/op %s incl. etcd in process",
 				txnsPer, keysPer, hostd.P50.Round(time.Microsecond), hostd.P99.Round(time.Microsecond),
 				raw.P50.Round(time.Microsecond), raw.P99.Round(time.Microsecond), hostd.CPUPerOp().Round(time.Microsecond)),
+		})
+	}
+
+	// Lease pairs: acquire + release through the leader, vs two raw etcd
+	// txns (a put under a compare that the key is absent, then a delete),
+	// each with the fence compare.
+	var lseq atomic.Int64
+	for _, workers := range []int{1, 16, 64} {
+		hostd, err := baseline.Run("hostd lease acquire+release", workers, d, func(int) error {
+			g, err := c.AcquireLock(context.Background(), client.AcquireLock{Owner: "bench", TTL: "30s",
+				Keys: []client.LockKey{{Domain: "bench", Key: fmt.Sprintf("k%d", lseq.Add(1))}}})
+			if err != nil {
+				return err
+			}
+			return c.ReleaseLock(context.Background(), g.ID, g.Token)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := baseline.Run("raw etcd txn pair", workers, d, func(int) error {
+			k := fmt.Sprintf("/rawbench/lease/%012d", lseq.Add(1))
+			fence := clientv3.Compare(clientv3.CreateRevision(fk), "=", term)
+			resp, err := cli.Txn(context.Background()).If(fence, clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
+				Then(clientv3.OpPut(k, string(make([]byte, 200)))).Commit()
+			if err != nil {
+				return err
+			}
+			if !resp.Succeeded {
+				return fmt.Errorf("raw acquire compare failed")
+			}
+			_, err = cli.Txn(context.Background()).If(fence).Then(clientv3.OpDelete(k)).Commit()
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%v\n%v", hostd, raw)
+		rows = append(rows, report.Row{
+			Bench: "cluster", Figure: fmt.Sprintf("lease acquire+release through the leader, %d client(s)", workers),
+			Value: hostd.Rate(), Unit: "pairs/s",
+			Baseline: "raw etcd txn pair (compare-and-put 200 B, delete; fence compare each), same concurrency", BaseVal: raw.Rate(), BaseUnit: "pairs/s",
+			Note: fmt.Sprintf("p50 %s p99 %s (raw p50 %s p99 %s)", hostd.P50.Round(time.Microsecond), hostd.P99.Round(time.Microsecond),
+				raw.P50.Round(time.Microsecond), raw.P99.Round(time.Microsecond)),
 		})
 	}
 
