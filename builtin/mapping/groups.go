@@ -100,7 +100,7 @@ func (m *Mapping) CommitOffset(ctx context.Context, group, vchannel string, offs
 		}
 		var qver catalog.Version
 		err := m.store.View(ctx, func(r catalog.Reader) error {
-			qv, err := view(r, t, id)
+			qv, err := m.view(ctx, r, t, id)
 			if err != nil {
 				return err
 			}
@@ -139,15 +139,15 @@ func (m *Mapping) GroupOffset(ctx context.Context, group, vchannel string) (g Gr
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
 		var err error
-		g, err = groupOffset(r, group, t, id)
+		g, err = m.groupOffset(ctx, r, group, t, id)
 		return err
 	})
 	return g, err
 }
 
-func groupOffset(r catalog.Reader, group, t string, id int) (GroupOffset, error) {
+func (m *Mapping) groupOffset(ctx context.Context, r catalog.Reader, group, t string, id int) (GroupOffset, error) {
 	g := GroupOffset{Group: group, VChannel: VChannel(t, id)}
-	qv, err := view(r, t, id)
+	qv, err := m.view(ctx, r, t, id)
 	if err != nil {
 		return g, err
 	}
@@ -195,7 +195,7 @@ func (m *Mapping) Lag(ctx context.Context, group, topic string) (out []GroupOffs
 			return err
 		}
 		for i := 0; i < tp.Queues; i++ {
-			g, err := groupOffset(r, group, topic, i)
+			g, err := m.groupOffset(ctx, r, group, topic, i)
 			if err != nil {
 				return err
 			}
@@ -210,10 +210,13 @@ func (m *Mapping) Lag(ctx context.Context, group, topic string) (out []GroupOffs
 // producer state of topic found in r. The group range gets a RangeCheck: a
 // group commit that lands between the snapshot and the delete's commit
 // makes the delete re-run (CommitOffset checks the queue record, so a
-// commit after the delete fails instead). Producer states are written only
-// with an append, and an append changes the leader's WAL meta record that
-// the delete's seal checks, so they need no range check.
-func deleteTopicOffsets(r catalog.Reader, topic string, p *Plan) error {
+// commit after the delete fails instead). In WAL mode producer states are
+// written only with an append, and an append changes the leader's WAL
+// meta record that the delete's seal checks, so they need no range check.
+// In Log mode (producerCheck) a producer state is committed after its
+// append, checking the queue record like a group commit: the producer
+// range gets a RangeCheck as the group range does.
+func deleteTopicOffsets(r catalog.Reader, topic string, p *Plan, producerCheck bool) error {
 	gs, ge := groupRange(topic)
 	rc := catalog.RangeCheck{Start: gs, End: ge}
 	err := r.Scan(gs, ge, func(kv catalog.KV) error {
@@ -227,10 +230,16 @@ func deleteTopicOffsets(r catalog.Reader, topic string, p *Plan) error {
 	p.RangeChecks = append(p.RangeChecks, rc)
 	ps := []byte(prefixProducer + topic + "\x00")
 	pe := []byte(prefixProducer + topic + "\x01")
-	return r.Scan(ps, pe, func(kv catalog.KV) error {
+	prc := catalog.RangeCheck{Start: ps, End: pe}
+	err = r.Scan(ps, pe, func(kv catalog.KV) error {
+		prc.Seen = append(prc.Seen, catalog.KeyVersion{Key: kv.Key, Version: kv.Version})
 		p.Ops = append(p.Ops, catalog.Op{Key: kv.Key, Delete: true})
 		return nil
 	})
+	if err == nil && producerCheck {
+		p.RangeChecks = append(p.RangeChecks, prc)
+	}
+	return err
 }
 
 // MigrateGroupOffsets moves group offsets stored under the layout of

@@ -63,7 +63,7 @@ func checkSnapshot(ctx context.Context, m *Mapping, topic string, queues int, l 
 		}
 		for q := 0; q < queues; q++ {
 			vc := VChannel(topic, q)
-			qv, err := view(r, topic, q)
+			qv, err := m.view(ctx, r, topic, q)
 			if err != nil {
 				return err
 			}
@@ -72,7 +72,7 @@ func checkSnapshot(ctx context.Context, m *Mapping, topic string, queues int, l 
 			}
 			lastMin[q], lastMax[q] = qv.min, qv.max
 			for from := qv.min; from < qv.max; {
-				msgs, err := readView(r, vc, topic, q, from, 64)
+				msgs, err := m.readView(ctx, r, vc, topic, q, from, 64)
 				if err != nil {
 					return fmt.Errorf("%s: read at %d of [%d, %d): %w", vc, from, qv.min, qv.max, err)
 				}
@@ -353,7 +353,7 @@ func TestHammerRetentionRemapAppendGroups(t *testing.T) {
 			t.Fatalf("%s: group offset %+v %v, committed %d", vc, g, err, committed[q])
 		}
 		var qv *qview
-		if err := db.View(ctx, func(r catalog.Reader) error { qv, err = view(r, topic, q); return err }); err != nil {
+		if err := db.View(ctx, func(r catalog.Reader) error { qv, err = m.view(ctx, r, topic, q); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if qv.q.Leader().Gen <= remaps/2 {

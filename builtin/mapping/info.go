@@ -61,7 +61,7 @@ func (m *Mapping) Describe(ctx context.Context, topic string) (ti *TopicInfo, er
 		}
 		ti = &TopicInfo{Topic: *c.t}
 		for i := range c.queues {
-			qv, err := view(r, topic, i)
+			qv, err := m.view(ctx, r, topic, i)
 			if err != nil {
 				return err
 			}
@@ -74,7 +74,7 @@ func (m *Mapping) Describe(ctx context.Context, topic string) (ti *TopicInfo, er
 				if !s.Closed() {
 					si.LastTime = tickTime(b.LastTick)
 					if b.Min < b.Max {
-						if e, err := readFirst(r, s.PhysicalQueue(), b.Min); err == nil {
+						if e, err := m.readFirst(ctx, r, s.PhysicalQueue(), b.Min); err == nil {
 							si.FirstTime = tickTime(e)
 						}
 					}
@@ -110,8 +110,8 @@ func (m *Mapping) Describe(ctx context.Context, topic string) (ti *TopicInfo, er
 	return ti, err
 }
 
-func readFirst(r catalog.Reader, pq string, off uint64) (uint64, error) {
-	ents, err := readEntries(r, pq, off, 1)
+func (m *Mapping) readFirst(ctx context.Context, r catalog.Reader, pq string, off uint64) (uint64, error) {
+	ents, err := m.readPhys(ctx, r, pq, off, 1)
 	if err != nil || len(ents) == 0 {
 		return 0, errors.New("no entry")
 	}

@@ -31,9 +31,19 @@ type Broker struct {
 
 // Config configures Open.
 type Config struct {
-	// Store is the catalog; WAL holds the physical queues. Required.
+	// Store is the catalog (mapping records, groups, producer states).
+	// Required.
 	Store catalog.Store
-	WAL   *wal.WAL
+	// WAL holds the physical queues in the catalog (the embedded WAL):
+	// creates, seals and producer windows commit atomically with the
+	// mapping records, and a broadcast's appends to several vchannels
+	// are one commit. Exactly one of WAL and Log is required.
+	WAL *wal.WAL
+	// Log holds the physical queues on any wal.Log (in practice
+	// runtime/wal/jswal on JetStream); it must implement wal.Sealer.
+	// Only the queues' data moves there: the mapping records stay in
+	// Store. See "Log mode" in doc.go for what is atomic then.
+	Log wal.Log
 	// Brokers are the candidate brokers. Default: one broker "local".
 	Brokers []Broker
 	// Policies adds named policies (plugin policies, adapted by host) to
@@ -90,8 +100,15 @@ func (c Config) Validate() error {
 	if c.Store == nil {
 		errs = append(errs, errors.New("mapping.store: required"))
 	}
-	if c.WAL == nil {
-		errs = append(errs, errors.New("mapping.wal: required"))
+	switch {
+	case c.WAL == nil && c.Log == nil:
+		errs = append(errs, errors.New("mapping.wal: set one of WAL (the embedded WAL) and Log (e.g. JetStream): neither is set"))
+	case c.WAL != nil && c.Log != nil:
+		errs = append(errs, errors.New("mapping.wal: set one of WAL (the embedded WAL) and Log (e.g. JetStream), not both"))
+	case c.Log != nil:
+		if _, ok := c.Log.(wal.Sealer); !ok {
+			errs = append(errs, fmt.Errorf("mapping.wal: the Log (%T) cannot seal queues (wal.Sealer), which remaps need", c.Log))
+		}
 	}
 	seen := map[string]bool{}
 	for i, b := range c.Brokers {
@@ -120,10 +137,12 @@ func (c Config) Validate() error {
 type Mapping struct {
 	cfg     Config
 	store   catalog.Store
-	w       *wal.WAL
+	w       *wal.WAL   // WAL mode (nil in Log mode)
+	log     wal.Log    // Log mode (nil in WAL mode)
+	sealer  wal.Sealer // log's
 	brokers map[string]Broker
 	tracer  trace.Tracer
-	log     *slog.Logger
+	logger  *slog.Logger
 	met     metrics
 
 	mu sync.RWMutex
@@ -136,6 +155,11 @@ type Mapping struct {
 
 	prodMu sync.Mutex
 	prods  map[string]*producer
+
+	// pending are physical queues created on the Log for plans not yet
+	// committed (Log mode): the orphan sweep leaves them alone until
+	// orphanGrace after their creation. Guarded by mu.
+	pending map[string]time.Time
 }
 
 type cached struct {
@@ -166,8 +190,12 @@ func Open(ctx context.Context, cfg Config) (*Mapping, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Mapping{cfg: cfg, store: cfg.Store, w: cfg.WAL, brokers: map[string]Broker{},
-		topics: map[string]*cached{}, holds: map[string]*hold{}, prods: map[string]*producer{}, log: cfg.Logger}
+	m := &Mapping{cfg: cfg, store: cfg.Store, w: cfg.WAL, log: cfg.Log, brokers: map[string]Broker{},
+		topics: map[string]*cached{}, holds: map[string]*hold{}, prods: map[string]*producer{}, logger: cfg.Logger,
+		pending: map[string]time.Time{}}
+	if cfg.Log != nil {
+		m.sealer = cfg.Log.(wal.Sealer) // checked by Validate
+	}
 	for _, b := range cfg.Brokers {
 		m.brokers[b.Name] = b
 	}
@@ -332,7 +360,7 @@ func (m *Mapping) refreshLocked(ctx context.Context, topic string) error {
 	}
 	m.mu.Unlock()
 	for _, pq := range changed {
-		m.w.Changed(pq)
+		m.changed(pq)
 	}
 	if errors.Is(err, ErrNotFound) {
 		return nil
@@ -382,7 +410,7 @@ func (m *Mapping) refreshQueue(ctx context.Context, topic string, id int) error 
 	}
 	m.mu.Unlock()
 	if old.Leader().Gen != q.Leader().Gen {
-		m.w.Changed(old.Leader().PhysicalQueue())
+		m.changed(old.Leader().PhysicalQueue())
 	}
 	return nil
 }

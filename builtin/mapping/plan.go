@@ -123,7 +123,9 @@ type Plan struct {
 	// Created and Sealed physical queues (the WAL learns of them through
 	// Mapping.Refresh after the commit).
 	Created, Sealed []string
-	// Dropped are closed segments' physical queues a delete removes.
+	// Dropped are physical queues removed after the commit: closed
+	// segments' (and in Log mode every segment's) of a deleted topic, and
+	// in Log mode the empty leaders a remap dropped.
 	Dropped []string
 }
 
@@ -269,6 +271,18 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 			return Segment{}, err
 		}
 		s := Segment{Gen: gen, Broker: broker, QueueID: id, LogicOffset: logic}
+		if m.log != nil {
+			// Log mode: the queue is created now, before the plan
+			// commits; if it never does, the queue is an orphan that
+			// retention sweeps.
+			if !dry {
+				if s.StartOffset, err = m.createLogQueue(ctx, s.PhysicalQueue()); err != nil {
+					return Segment{}, err
+				}
+			}
+			p.Created = append(p.Created, s.PhysicalQueue())
+			return s, nil
+		}
 		ops, checks, err := wal.CreateOps(s.PhysicalQueue())
 		if err != nil {
 			return Segment{}, err
@@ -342,6 +356,15 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 			p.Checks = append(p.Checks, catalog.Check{Key: queueKey(c.Topic, i), Version: qvers[i]})
 			p.Ops = append(p.Ops, catalog.Op{Key: queueKey(c.Topic, i), Delete: true})
 			pq := q.Leader().PhysicalQueue()
+			if m.log != nil {
+				// Log mode: nothing to seal in the commit; the queues are
+				// deleted after it (Committed), and appends wait on the
+				// hold meanwhile.
+				for _, s := range q.Segments {
+					p.Dropped = append(p.Dropped, s.PhysicalQueue())
+				}
+				continue
+			}
 			_, ops, checks, err := wal.SealOps(r, pq)
 			if err != nil {
 				return nil, fmt.Errorf("mapping: delete %q: seal %s: %w", c.Topic, pq, err)
@@ -355,7 +378,7 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 		}
 		// Group offsets and producer states go in the same commit: a topic
 		// created later under the same name starts without them.
-		if err := deleteTopicOffsets(r, c.Topic, p); err != nil {
+		if err := deleteTopicOffsets(r, c.Topic, p, m.log != nil); err != nil {
 			return nil, err
 		}
 		p.Epoch = t.Epoch + 1
@@ -439,6 +462,12 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 			return nil, err
 		}
 		qs := append([]*LogicQueue(nil), cur.queues...)
+		if m.log != nil {
+			if err := m.planRemapLog(ctx, p, c, cur, qvers, in.Current, out, qs, newSegment, dry); err != nil {
+				return nil, err
+			}
+			out = in.Current // done: skip the WAL-mode loop below
+		}
 		for i, b := range out {
 			if b == in.Current[i] {
 				continue
@@ -500,7 +529,9 @@ func (m *Mapping) plan(ctx context.Context, r catalog.Reader, c Change, dry bool
 		p.Epoch = t.Epoch
 		p.Ops = append(p.Ops, catalog.Op{Key: topicKey(c.Topic), Value: mustJSON(&t)})
 		if !dry {
-			m.holdQueues(c.Topic, p.Moved, cur)
+			if m.log == nil { // Log mode held them before sealing
+				m.holdQueues(c.Topic, p.Moved, cur)
+			}
 			failpoint.Hit("mapping.remap-planned")
 		}
 		return p, nil
@@ -560,12 +591,23 @@ func (m *Mapping) Apply(ctx context.Context, c Change) (*Plan, error) {
 // deleted topic, and counts the moved queues.
 func (m *Mapping) Committed(ctx context.Context, p *Plan) {
 	if err := m.Refresh(ctx, p.Change.Topic); err != nil {
-		m.log.Warn("mapping: refresh after commit", "topic", p.Change.Topic, "err", err)
+		m.logger.Warn("mapping: refresh after commit", "topic", p.Change.Topic, "err", err)
 	}
 	for _, q := range append(append([]string(nil), p.Created...), p.Sealed...) {
-		m.w.Changed(q)
+		m.changed(q)
 	}
+	m.committedQueues(p.Created)
 	m.met.moved.Add(ctx, int64(len(p.Moved)))
+	if p.Change.Kind == KindRemap {
+		// Log mode: empty leaders a remap dropped (WAL mode drops them in
+		// the commit and lists none). A failure leaves an orphan that
+		// retention sweeps.
+		for _, q := range p.Dropped {
+			if err := m.phys().Delete(ctx, q); err != nil && !errors.Is(err, wal.ErrNoQueue) {
+				m.logger.Warn("mapping: delete dropped empty leader (retention sweeps it later)", "queue", q, "err", err)
+			}
+		}
+	}
 	if p.Change.Kind == KindDelete {
 		// The producer states were deleted with the topic; forget the
 		// cached ones so a topic created later under the name starts clean.
@@ -586,9 +628,67 @@ func (m *Mapping) Committed(ctx context.Context, p *Plan) {
 		}
 		m.mu.Unlock()
 		for _, q := range append(append([]string(nil), p.Sealed...), p.Dropped...) {
-			if err := m.w.Delete(ctx, q); err != nil && !errors.Is(err, wal.ErrNoQueue) {
-				m.log.Warn("mapping: delete physical queue of deleted topic (retention sweeps it later)", "queue", q, "err", err)
+			if err := m.phys().Delete(ctx, q); err != nil && !errors.Is(err, wal.ErrNoQueue) {
+				m.logger.Warn("mapping: delete physical queue of deleted topic (retention sweeps it later)", "queue", q, "err", err)
 			}
 		}
 	}
+}
+
+// planRemapLog is the remap of plan in Log mode: it holds the moved
+// queues (appends wait), creates each new segment's physical queue, then
+// seals each old leader on the Log and closes it at its data end
+// (closeLeaderLog); a leader that never held an entry is dropped. The
+// seals come last, after everything that can fail on its own (the policy
+// ran before), so a plan that fails seals nothing if it can. A sealed
+// leader whose plan never commits makes appends to it wait and then fail
+// (see appendLog) until a remap of the queue commits: the broadcast
+// engine retries the remap (its task is persisted before the ack), and
+// the retried plan finds the queue sealed with the same data end.
+func (m *Mapping) planRemapLog(ctx context.Context, p *Plan, c Change, cur *cached, qvers []catalog.Version,
+	current, out []string, qs []*LogicQueue, newSegment func(uint64, string, uint64) (Segment, error), dry bool) error {
+	for i, b := range out {
+		if b != current[i] {
+			p.Moved = append(p.Moved, i)
+		}
+	}
+	if len(p.Moved) == 0 {
+		return nil
+	}
+	if !dry {
+		m.holdQueues(c.Topic, p.Moved, cur)
+	}
+	news := make([]Segment, len(p.Moved))
+	for k, i := range p.Moved {
+		ns, err := newSegment(cur.queues[i].Leader().Gen+1, out[i], 0)
+		if err != nil {
+			return err
+		}
+		news[k] = ns
+	}
+	for k, i := range p.Moved {
+		old := cur.queues[i]
+		lead := *old.Leader()
+		pq := lead.PhysicalQueue()
+		closed, ok, err := m.closeLeaderLog(ctx, lead, dry)
+		if err != nil {
+			return fmt.Errorf("mapping: remap %s: seal %s: %w", VChannel(c.Topic, i), pq, err)
+		}
+		segs := append([]Segment(nil), old.Segments[:len(old.Segments)-1]...)
+		ns := news[k]
+		ns.LogicOffset = lead.LogicOffset
+		if ok {
+			segs = append(segs, closed)
+			ns.LogicOffset = closed.LogicOffset + closed.Len()
+			p.Sealed = append(p.Sealed, pq)
+		} else {
+			p.Dropped = append(p.Dropped, pq)
+		}
+		segs = append(segs, ns)
+		nq := &LogicQueue{Topic: c.Topic, ID: i, Segments: segs}
+		qs[i] = nq
+		p.Checks = append(p.Checks, catalog.Check{Key: queueKey(c.Topic, i), Version: qvers[i]})
+		p.Ops = append(p.Ops, catalog.Op{Key: queueKey(c.Topic, i), Value: mustJSON(nq)})
+	}
+	return nil
 }

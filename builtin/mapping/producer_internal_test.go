@@ -60,7 +60,7 @@ func TestProducerStateOldRecordLoads(t *testing.T) {
 		}
 		return json.Unmarshal(v, &st)
 	})
-	if err != nil || st.Seq != 4 || st.First != 2 || st.N != 1 || len(st.Older) != 1 || st.Older[0] != (producerRun{3, 0, 2}) {
+	if err != nil || st.Seq != 4 || st.First != 2 || st.N != 1 || len(st.Older) != 1 || st.Older[0].Seq != 3 || st.Older[0].First != 0 || st.Older[0].N != 2 {
 		t.Fatalf("stored state %+v %v", st, err)
 	}
 }

@@ -62,6 +62,13 @@ func (m *Mapping) AppendOpts(ctx context.Context, vchannel string, recs []wal.Re
 	if o.ProducerID != "" {
 		return m.appendIdempotent(ctx, vchannel, t, id, recs, o)
 	}
+	if m.log != nil {
+		pos, _, err = m.appendLog(ctx, vchannel, t, id, withIDs(vchannel, recs), nil, false)
+		if err == nil {
+			m.met.appends.Add(ctx, int64(len(pos)))
+		}
+		return pos, false, err
+	}
 	pos, err = m.appendLeader(ctx, vchannel, t, id, recs, nil)
 	return pos, false, err
 }
@@ -116,10 +123,15 @@ var (
 // AppendMulti implements wal.MultiAppender: each vchannel's records go to
 // its logic queue's leader segment, all in one catalog commit. A sealed
 // leader (a remap committed) refreshes that queue and retries the whole
-// call — nothing of a failed attempt was appended.
+// call — nothing of a failed attempt was appended. In Log mode there is no
+// such commit: it fails with ErrInvalid (hand the broadcast engine
+// Resolver(), which is no MultiAppender there).
 func (m *Mapping) AppendMulti(ctx context.Context, batches []wal.ChannelRecords, extra []catalog.Op) (out [][]wal.Position, err error) {
 	ctx, end := m.span(ctx, "append", attribute.Int("hostd.vchannels", len(batches)))
 	defer end(&err)
+	if m.log != nil {
+		return nil, fmt.Errorf("%w: atomic multi-vchannel appends need the embedded WAL (mapping.Config.WAL); with a Log, append one vchannel at a time (Mapping.Resolver)", ErrInvalid)
+	}
 	type target struct {
 		topic string
 		id    int
@@ -194,7 +206,7 @@ func (m *Mapping) NextHint(ctx context.Context, vchannel string) (uint64, error)
 		return 0, err
 	}
 	lead := q.Leader()
-	n, err := m.w.NextHint(ctx, lead.PhysicalQueue())
+	n, err := m.phys().NextHint(ctx, lead.PhysicalQueue())
 	if err != nil || n < lead.StartOffset {
 		_, max, err := m.Bounds(ctx, vchannel)
 		return max, err
@@ -260,8 +272,9 @@ type qview struct {
 	first  int // first segment that still holds data (or the leader)
 }
 
-// view reads a logic queue and its segments' physical bounds from r.
-func view(r catalog.Reader, topic string, id int) (*qview, error) {
+// view reads a logic queue from r and its segments' physical bounds (from
+// r in WAL mode, from the Log in Log mode: see segBounds).
+func (m *Mapping) view(ctx context.Context, r catalog.Reader, topic string, id int) (*qview, error) {
 	v, _, err := r.Get(queueKey(topic, id))
 	if errors.Is(err, catalog.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", wal.ErrNoChannel, VChannel(topic, id))
@@ -278,12 +291,16 @@ func view(r catalog.Reader, topic string, id int) (*qview, error) {
 	}
 	qv := &qview{q: q, bounds: make([]wal.Bounds, len(q.Segments)), first: -1}
 	for i, s := range q.Segments {
-		b, err := wal.ReadBounds(r, s.PhysicalQueue())
+		b, err := m.segBounds(ctx, r, s)
 		if err != nil {
 			if errors.Is(err, wal.ErrNoQueue) && s.Closed() {
 				// Retention removed it but has not dropped the segment yet.
 				e := *s.EndOffset
 				b = wal.Bounds{Min: e, Max: e, Sealed: true}
+			} else if errors.Is(err, wal.ErrNoQueue) && m.log != nil {
+				// Log mode reads the queues after the snapshot: the topic
+				// was deleted (its queues with it) meanwhile.
+				return nil, fmt.Errorf("%w: %q", wal.ErrNoChannel, VChannel(topic, id))
 			} else {
 				return nil, fmt.Errorf("mapping: %s segment %d: %w", VChannel(topic, id), i, err)
 			}
@@ -311,7 +328,7 @@ func (m *Mapping) Bounds(ctx context.Context, vchannel string) (min, max uint64,
 		return 0, 0, err
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
-		qv, err := view(r, t, id)
+		qv, err := m.view(ctx, r, t, id)
 		if err != nil {
 			return err
 		}
@@ -336,15 +353,19 @@ func (m *Mapping) Read(ctx context.Context, vchannel string, from uint64, limit 
 		return nil, fmt.Errorf("%w: limit must be > 0", ErrInvalid)
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
-		out, err = readView(r, vchannel, t, id, from, limit)
+		out, err = m.readView(ctx, r, vchannel, t, id, from, limit)
 		return err
 	})
 	m.met.reads.Add(ctx, int64(len(out)))
 	return out, err
 }
 
-func readView(r catalog.Reader, vchannel, t string, id int, from uint64, limit int) ([]wal.Message, error) {
-	qv, err := view(r, t, id)
+// readView reads from one snapshot. In Log mode physical offsets may have
+// gaps (a Log's own records, e.g. JetStream fences, take offsets and reads
+// skip them): a read from an offset in a gap returns the next message, and
+// a segment is done when a read returns fewer entries than asked.
+func (m *Mapping) readView(ctx context.Context, r catalog.Reader, vchannel, t string, id int, from uint64, limit int) ([]wal.Message, error) {
+	qv, err := m.view(ctx, r, t, id)
 	if err != nil {
 		return nil, err
 	}
@@ -359,20 +380,25 @@ func readView(r catalog.Reader, vchannel, t string, id int, from uint64, limit i
 			continue
 		}
 		pq := s.PhysicalQueue()
-		ents, err := wal.ReadFrom(r, pq, s.StartOffset+from-s.LogicOffset, limit-len(out))
+		want := limit - len(out)
+		ents, err := m.readPhys(ctx, r, pq, s.StartOffset+from-s.LogicOffset, want)
 		if err != nil {
 			return nil, fmt.Errorf("mapping: read %s segment %d (%s): %w", vchannel, i, pq, err)
 		}
 		for _, en := range ents {
+			logic := s.LogicOffset + en.Offset - s.StartOffset
+			if logic >= e {
+				break // appended after the bounds were read (Log mode)
+			}
 			out = append(out, wal.Message{
-				Position: wal.Position{VChannel: vchannel, Offset: s.LogicOffset + en.Offset - s.StartOffset, Queue: pq, QueueOffset: en.Offset, Tick: en.Tick},
+				Position: wal.Position{VChannel: vchannel, Offset: logic, Queue: pq, QueueOffset: en.Offset, Tick: en.Tick},
 				Payload:  en.Payload, Props: en.Props, Kind: en.Kind,
 			})
 		}
-		from += uint64(len(ents))
-		if from < e {
+		if len(ents) >= want {
 			break // limit reached inside this segment
 		}
+		from = e
 	}
 	return out, nil
 }
@@ -388,7 +414,7 @@ func (m *Mapping) Wait(ctx context.Context, vchannel string, offset uint64) erro
 		var qv *qview
 		err := m.store.View(ctx, func(r catalog.Reader) error {
 			var err error
-			qv, err = view(r, t, id)
+			qv, err = m.view(ctx, r, t, id)
 			return err
 		})
 		if err != nil {
@@ -402,7 +428,7 @@ func (m *Mapping) Wait(ctx context.Context, vchannel string, offset uint64) erro
 		// Wake on the next append to the leader; re-resolve at least every
 		// second so a remap committed elsewhere is followed.
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
-		err = m.w.Wait(wctx, lead.PhysicalQueue(), lb.Max)
+		err = m.phys().Wait(wctx, lead.PhysicalQueue(), lb.Max)
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -480,7 +506,7 @@ func (m *Mapping) OffsetForTime(ctx context.Context, vchannel string, at time.Ti
 		tick = uint64(ns)
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
-		qv, err := view(r, t, id)
+		qv, err := m.view(ctx, r, t, id)
 		if err != nil {
 			return err
 		}
@@ -492,12 +518,13 @@ func (m *Mapping) OffsetForTime(ctx context.Context, vchannel string, at time.Ti
 		})
 		s := segs[i]
 		b := qv.bounds[qv.first+i]
-		p, err := wal.OffsetAtTick(r, s.PhysicalQueue(), tick)
+		hi := b.Max
+		if s.Closed() {
+			hi = *s.EndOffset
+		}
+		p, err := m.offsetAtTick(ctx, r, s.PhysicalQueue(), b.Min, max(hi, b.Min), tick)
 		if err != nil {
 			return err
-		}
-		if p < b.Min {
-			p = b.Min
 		}
 		off = s.LogicOffset + p - s.StartOffset
 		if off < qv.min {
@@ -506,8 +533,4 @@ func (m *Mapping) OffsetForTime(ctx context.Context, vchannel string, at time.Ti
 		return nil
 	})
 	return off, err
-}
-
-func readEntries(r catalog.Reader, pq string, from uint64, limit int) ([]wal.Entry, error) {
-	return wal.ReadFrom(r, pq, from, limit)
 }

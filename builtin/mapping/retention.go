@@ -90,7 +90,7 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 	var qver catalog.Version
 	err := m.store.View(ctx, func(r catalog.Reader) error {
 		var err error
-		if qv, err = view(r, topic, id); err != nil {
+		if qv, err = m.view(ctx, r, topic, id); err != nil {
 			return err
 		}
 		if _, qver, err = r.Get(queueKey(topic, id)); err != nil {
@@ -102,6 +102,25 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 			pq := s.PhysicalQueue()
 			b := qv.bounds[i]
 			to := b.Min
+			if m.log != nil {
+				hi := b.Max
+				if s.Closed() {
+					hi = *s.EndOffset
+				}
+				var cutTick uint64
+				if ns := now.Add(-ret.MaxAge).UnixNano(); ret.MaxAge > 0 && ns > 0 {
+					cutTick = uint64(ns)
+				}
+				t, kept, err := m.retainCutLog(ctx, pq, b.Min, max(hi, b.Min), ret.MaxAge > 0, cutTick, ret.MaxBytes > 0, budget)
+				if err != nil {
+					return err
+				}
+				if t > b.Min {
+					cuts = append(cuts, cut{pq, t})
+				}
+				budget -= min(budget, kept)
+				continue
+			}
 			if ret.MaxAge > 0 {
 				cutTick := uint64(0)
 				if ns := now.Add(-ret.MaxAge).UnixNano(); ns > 0 {
@@ -148,8 +167,8 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 	var trimmed uint64
 	for i := len(cuts) - 1; i >= 0; i-- {
 		c := cuts[i]
-		before, _ := m.w.Min(ctx, c.pq)
-		after, err := m.w.Trim(ctx, c.pq, c.to)
+		before, _ := m.phys().Min(ctx, c.pq)
+		after, err := m.phys().Trim(ctx, c.pq, c.to)
 		if errors.Is(err, wal.ErrNoQueue) {
 			continue // the topic was deleted (or the segment dropped) meanwhile
 		}
@@ -164,7 +183,7 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 	var drop []string
 	err = m.store.View(ctx, func(r catalog.Reader) error {
 		var err error
-		if qv, err = view(r, topic, id); err != nil {
+		if qv, err = m.view(ctx, r, topic, id); err != nil {
 			return err
 		}
 		var ver catalog.Version
@@ -195,7 +214,7 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 		return trimmed, len(drop), err
 	}
 	for _, pq := range drop {
-		if err := m.w.Delete(ctx, pq); err != nil && !errors.Is(err, wal.ErrNoQueue) {
+		if err := m.phys().Delete(ctx, pq); err != nil && !errors.Is(err, wal.ErrNoQueue) {
 			return trimmed, len(drop), err
 		}
 	}
@@ -204,10 +223,15 @@ func (m *Mapping) retainQueue(ctx context.Context, topic string, id int, ret Ret
 
 // sweepOrphans deletes physical queues of configured brokers that no topic
 // references (left by a deleted topic after a crash, or a dropped segment
-// whose delete failed). Listing and references come from one snapshot,
-// and mapping changes create their queues in the same commit as the
-// references, so a queue being created is never taken for an orphan.
+// whose delete failed). In WAL mode listing and references come from one
+// snapshot, and mapping changes create their queues in the same commit as
+// the references, so a queue being created is never taken for an orphan.
+// In Log mode (sweepOrphansLog) queues are created before the plan that
+// references them commits.
 func (m *Mapping) sweepOrphans(ctx context.Context) ([]string, error) {
+	if m.log != nil {
+		return m.sweepOrphansLog(ctx)
+	}
 	var orphans []string
 	err := m.store.View(ctx, func(r catalog.Reader) error {
 		used := map[string]bool{}
@@ -248,11 +272,73 @@ func (m *Mapping) sweepOrphans(ctx context.Context) ([]string, error) {
 	return orphans, nil
 }
 
+// sweepOrphansLog is sweepOrphans in Log mode. A plan creates its queues
+// on the Log before it commits, so: the Log is listed first and the
+// references read after (a queue listed and committed meanwhile is seen
+// referenced), and queues this process created for plans not committed
+// yet are left alone for orphanGrace (a plan that never commits leaves
+// an orphan, deleted by the first sweep after the grace). Only the
+// leader plans and sweeps, so in-process knowledge is enough: a plan of
+// an older leader can no longer commit.
+func (m *Mapping) sweepOrphansLog(ctx context.Context) ([]string, error) {
+	var listed []string
+	for _, b := range m.brokerNames() {
+		qs, err := m.log.Queues(ctx, b+"/")
+		if err != nil {
+			return nil, err
+		}
+		listed = append(listed, qs...)
+	}
+	used := map[string]bool{}
+	err := m.store.View(ctx, func(r catalog.Reader) error {
+		return r.Scan([]byte(prefixQueue), []byte(catalog.NSMapping+"q0"), func(kv catalog.KV) error {
+			q, err := decodeQueue(kv.Key, kv.Value)
+			if err != nil {
+				return err
+			}
+			for _, s := range q.Segments {
+				used[s.PhysicalQueue()] = true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	now := m.cfg.Clock.Now()
+	var orphans []string
+	m.mu.Lock()
+	for _, q := range listed {
+		if used[q] {
+			continue
+		}
+		if at, ok := m.pending[q]; ok {
+			if now.Sub(at) < m.orphanGrace() {
+				continue
+			}
+			delete(m.pending, q)
+		}
+		orphans = append(orphans, q)
+	}
+	for q, at := range m.pending {
+		if now.Sub(at) >= m.orphanGrace() {
+			delete(m.pending, q) // gone or committed without Committed
+		}
+	}
+	m.mu.Unlock()
+	for _, q := range orphans {
+		if err := m.log.Delete(ctx, q); err != nil && !errors.Is(err, wal.ErrNoQueue) {
+			return orphans, err
+		}
+	}
+	return orphans, nil
+}
+
 // Run applies retention every RetentionInterval until ctx ends.
 func (m *Mapping) Run(ctx context.Context) error {
 	for {
 		if _, err := m.ApplyRetention(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("mapping: retention pass failed", "err", err)
+			m.logger.Warn("mapping: retention pass failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

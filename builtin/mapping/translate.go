@@ -78,7 +78,7 @@ func (m *Mapping) TranslateLogic(ctx context.Context, vchannel string, off uint6
 		return nil, err
 	}
 	err = m.store.View(ctx, func(r catalog.Reader) error {
-		qv, err := view(r, t, id)
+		qv, err := m.view(ctx, r, t, id)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (m *Mapping) TranslatePhysical(ctx context.Context, broker string, queueID,
 		var qv *qview
 		t, id, ok := m.cachedOwner(broker, queueID)
 		if ok {
-			v, err := view(r, t, id)
+			v, err := m.view(ctx, r, t, id)
 			if err != nil && !errors.Is(err, wal.ErrNoChannel) {
 				return err
 			}
@@ -133,7 +133,7 @@ func (m *Mapping) TranslatePhysical(ctx context.Context, broker string, queueID,
 			if !ok {
 				return fmt.Errorf("%w: physical queue %q is not mapped by any topic", ErrNotFound, pq)
 			}
-			if qv, err = view(r, t, id); err != nil {
+			if qv, err = m.view(ctx, r, t, id); err != nil {
 				return err
 			}
 		}
