@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type env struct {
 	dir string
 	db  catalog.Store
-	w   *wal.WAL
+	w   wal.Log // the embedded WAL, or jswal while TestOnJetStream runs
 	m   *mapping.Mapping
 }
 
@@ -56,10 +56,21 @@ func newEnv(t testing.TB, cfg mapping.Config) *env {
 }
 
 // openEnv opens the catalog of dir (Badger, or an etcd catalog while
-// TestOnEtcd runs), the WAL on it and the mapping.
+// TestOnEtcd runs), the WAL on it (or, while TestOnJetStream runs, a
+// jswal Log on its nats-server) and the mapping.
 func openEnv(t testing.TB, dir string, cfg mapping.Config) *env {
 	t.Helper()
 	var db catalog.Store
+	if onJS != nil {
+		db = openBadger(t, dir)
+		l := onJS.open(t, dir, 0, cfg.Clock)
+		cfg.Store, cfg.Log = db, l
+		m, err := mapping.Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &env{dir: dir, db: db, w: l, m: m}
+	}
 	if onEtcd != nil {
 		db = onEtcd.MustOpen(t, dir)
 	} else {
