@@ -97,7 +97,78 @@
 // data is gone (optimistic check on the queue record) and deletes
 // physical queues no topic references.
 //
-// Locking: Mapping.mu guards the topic cache and the remap holds; it is
-// never held across a catalog or WAL call. prodMu guards the producer
+// # Log mode
+//
+// Config.WAL (exactly one of the two) keeps the physical queues in the
+// catalog; Config.Log keeps them on any wal.Log that is a wal.Sealer —
+// in practice runtime/wal/jswal on JetStream. The metadata (topics,
+// segments, groups, producer states) stays in the catalog either way;
+// the API is the same. What differs is what is atomic:
+//
+//	                      WAL mode (one catalog commit)      Log mode
+//	create/grow           queue created in the commit        queue created on the Log first (ErrExists
+//	                                                         is fine); a plan that never commits leaves
+//	                                                         an orphan the sweep deletes
+//	remap                 seal + new segment in the commit   leader sealed on the Log while planning
+//	                                                         (last step), then the commit checks only
+//	                                                         the mapping records
+//	delete                seal in the commit                 queues deleted after the commit (holds
+//	                                                         keep appends waiting meanwhile)
+//	producer window       committed with the entries         committed after the append (below)
+//	broadcast to N vchans one commit (MultiAppender)         one append per vchannel (Resolver())
+//	multi-record append   atomic                             record by record: a seal in the middle
+//	                                                         leaves the first part in the closed segment
+//	                                                         and the rest goes to the new leader, in
+//	                                                         order, possibly after other appends
+//
+// Offsets. A Log may keep records of its own that take an offset (jswal's
+// term fences and seals); reads skip them. The mapping's logic offsets
+// stay the segment math (logic = LogicOffset + physical - StartOffset,
+// never renumbered), and: (1) a segment's trailing own records are not
+// counted — an open leader's max, and a remap's closed end, is one past
+// its last entry (dataEnd), not Seal.End, so a remap leaves no gap and a
+// retried plan (which finds the queue sealed) computes the same end;
+// (2) a new queue is fenced at creation when the Log writes with a term,
+// and the segment starts after the fence; (3) an own record in the middle
+// of a segment (a new leader's fence after a failover, between two
+// appends) is a gap: one logic offset that holds no message. Readers
+// follow the offsets reads return: a read from a gap returns the next
+// message, Wait waits for a message at or past the offset, every offset
+// below max has a message at or after it, and a group offset may point
+// at a gap (the next read starts after it).
+//
+// Appends. Broadcast records get wal.BroadcastRecordID as Record.ID (as
+// over wal.LogDirect), the records of a multi-record batch a random batch
+// id; an append whose leader turns out sealed refreshes the queue and
+// retries with a scan by ID (from the leader's NextHint before the first
+// attempt, across segments), so what a Log stored before the seal is
+// not appended twice. A leader sealed by a remap whose plan never
+// committed makes appends wait up to HoldTimeout and then fail, until a
+// remap of the queue commits (the broadcast engine retries the task).
+//
+// Producers. A producer append's records carry IDs derived from (logic
+// queue, producer, seq, index). A producer the catalog does not know gets
+// a record first (Low = the queue's max). Unless this process appended
+// for the producer since loading its record, the append first looks for
+// the records from the record's end (a low-water mark) across the
+// segments — the leader fenced first when the Log has a term — and
+// appends only what is missing; then the window is committed (checking
+// the queue record; a delete range-checks the producer records). A crash
+// or failover between the append and that commit leaves records the
+// window does not hold: the retry of that seq (at most one is in flight
+// per producer and queue) finds them and returns their original
+// positions. Limits: the scan costs a read of what was appended to the
+// queue since the producer's last append; records retention trimmed
+// before the retry are not found and are appended again.
+//
+// Reads and retention read the Log: bounds per segment, OffsetForTime by
+// binary search over entry ticks, byte budgets by reading the retained
+// entries (wal.RecordSize, as the embedded WAL counts) — one pass per
+// retention pass. The orphan sweep lists the Log before reading the
+// references and skips queues this process created for plans not yet
+// committed, for max(1m, 10×HoldTimeout).
+//
+// Locking: Mapping.mu guards the topic cache, the remap holds and the
+// pending queues; it is never held across a catalog or WAL call. prodMu guards the producer
 // table; each producer's mu serializes its appends.
 package mapping
