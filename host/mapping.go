@@ -23,7 +23,7 @@ import (
 // broadcast.vchannels ("topic/N") are created as topics at open.
 func openMapping(ctx context.Context, h *Host) error {
 	cfg := h.Config().Mapping
-	if h.wal == nil {
+	if h.wal == nil && h.js == nil {
 		w, err := wal.Open(ctx, wal.Config{Store: h.Catalog(), Clock: h.Clock(),
 			TracerProvider: h.TracerProvider(), MeterProvider: h.MeterProvider(),
 			Logger: h.Logger().With("component", "wal")})
@@ -38,7 +38,7 @@ func openMapping(ctx context.Context, h *Host) error {
 		brokers[i] = mapping.Broker{Name: b.Name, Labels: b.Labels}
 	}
 	m, err := mapping.Open(ctx, mapping.Config{
-		Store: h.Catalog(), WAL: h.wal, Brokers: brokers, Pinned: vchannelTopics(h.Config().Broadcast.Vchannels),
+		Store: h.Catalog(), WAL: h.wal, Log: queueLog(h), Brokers: brokers, Pinned: vchannelTopics(h.Config().Broadcast.Vchannels),
 		LookupPolicy: func(name string) (mapping.Policy, bool) {
 			if h.plugins == nil || !h.plugins.HasPolicy(name) {
 				return nil, false
@@ -65,7 +65,7 @@ func openMapping(ctx context.Context, h *Host) error {
 		return err
 	}
 	h.mapping = m
-	h.resolver = m
+	h.resolver = m.Resolver()
 	for _, t := range mapping.MessageTypes {
 		h.RegisterBroadcastType(t, topicHandler{m: m, store: h.Catalog()}, broadcast.TypeOptions{})
 	}

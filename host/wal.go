@@ -88,3 +88,12 @@ func fenceAll(ctx context.Context, l *jswal.Log, term uint64) error {
 	}
 	return errors.Join(errs...)
 }
+
+// queueLog is the mapping's Log when the physical queues live on
+// JetStream (nil otherwise: the mapping uses h.wal, the embedded WAL).
+func queueLog(h *Host) wal.Log {
+	if h.js == nil {
+		return nil
+	}
+	return h.js
+}
