@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/wal"
 )
 
 // Error codes: stable strings that clients match on. docs/api.md lists them.
@@ -173,6 +174,15 @@ func (s *Server) toAPIError(err error) *Error {
 		// nothing of it was committed. The next leader serves the retry.
 		return Unavailable("this replica stopped leading while serving the request; nothing was committed, retry").
 			With("reason", "fenced").Wrap(err)
+	case errors.Is(err, catalog.ErrUnavailable):
+		// etcd is electing a leader, has lost quorum or cannot be
+		// reached: it passes. A write may or may not have been applied;
+		// its retry with the same idempotency key is safe.
+		return Unavailable("the catalog is unavailable (etcd: no leader, no quorum or unreachable); retry with the same idempotency key").
+			With("reason", "catalog_unavailable").Wrap(err)
+	case errors.Is(err, wal.ErrUnavailable):
+		return Unavailable("the physical queues are unavailable (JetStream: no quorum or stream leader, or unreachable); retry with the same idempotency key").
+			With("reason", "queues_unavailable").Wrap(err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return Errorf(http.StatusGatewayTimeout, CodeTimeout, "the request did not finish within its timeout").Wrap(err)
 	case errors.Is(err, context.Canceled):

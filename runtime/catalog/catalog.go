@@ -110,6 +110,11 @@ var (
 	// reservation once a newer leader exists. Nothing was applied; the
 	// caller must stop its single-writer work (the replica steps down).
 	ErrFenced = errors.New("catalog: fenced: this replica's leader term is over")
+	// ErrUnavailable means the store could not serve the call for a
+	// reason that passes (an etcd leader election, no quorum, a lost
+	// connection): retry later. A commit that fails so may or may not
+	// have been applied; retry it with its idempotency key.
+	ErrUnavailable = errors.New("catalog: store unavailable")
 )
 
 // Key namespaces: every kind of record lives under its own prefix. A package

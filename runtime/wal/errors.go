@@ -21,6 +21,11 @@ var (
 	ErrTooLarge = errors.New("wal: too large")
 	// ErrClosed means the WAL has been closed.
 	ErrClosed = errors.New("wal: closed")
+	// ErrUnavailable means the backend could not serve the call for a
+	// reason that passes (JetStream without quorum or a stream leader, a
+	// lost connection): retry later. An append that fails so may or may
+	// not be stored: resolve it with AppendOnce.
+	ErrUnavailable = errors.New("wal: backend unavailable")
 	// ErrOutOfRange is matched (errors.Is) by *RangeError.
 	ErrOutOfRange = errors.New("wal: offset out of range")
 )

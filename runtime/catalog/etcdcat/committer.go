@@ -466,7 +466,7 @@ func (c *committer) read(cand []*request) (*readState, error) {
 		resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("catalog: etcd: read checked keys: %w", err)
+			return nil, etcdErr("read checked keys", err)
 		}
 		if st.rev == 0 {
 			st.rev = resp.Header.Revision
@@ -636,7 +636,7 @@ func (c *committer) commitChunk(chunk []*request, rev int64) (catalog.Version, o
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(els...).Commit()
 	if err != nil {
-		return 0, outcomeError, fmt.Errorf("catalog: etcd: commit of %d writers (%d ops; outcome unknown if this is a timeout): %w", len(chunk), len(ops), err)
+		return 0, outcomeError, etcdErr(fmt.Sprintf("commit of %d writers (%d ops; outcome unknown if this is a timeout)", len(chunk), len(ops)), err)
 	}
 	if resp.Succeeded {
 		if len(ops) > 0 {

@@ -68,7 +68,7 @@ func (s *Store) NextSequence(ctx context.Context, name string, n uint64) (uint64
 		resp, err := s.cli.Get(rctx, key)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("catalog: etcd: load sequence %q: %w", name, err)
+			return 0, etcdErr(fmt.Sprintf("load sequence %q", name), err)
 		}
 		durable, modRev := uint64(1), int64(0)
 		if len(resp.Kvs) > 0 {
@@ -100,7 +100,7 @@ func (s *Store) NextSequence(ctx context.Context, name string, n uint64) (uint64
 		tresp, err := s.cli.Txn(rctx).If(cmps...).Then(clientv3.OpPut(key, string(catalog.EncodeSequence(limit)))).Else(els...).Commit()
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("catalog: etcd: reserve sequence %q: %w", name, err)
+			return 0, etcdErr(fmt.Sprintf("reserve sequence %q", name), err)
 		}
 		if !tresp.Succeeded {
 			if s.fence != nil && isFenced(tresp, s.fence) {

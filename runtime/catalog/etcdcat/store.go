@@ -238,7 +238,7 @@ func (s *Store) checkFormat(ctx context.Context) error {
 		Then(clientv3.OpPut(key, string(catalog.EncodeMeta(catalog.Meta{FormatVersion: catalog.FormatVersion})))).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return fmt.Errorf("catalog: etcd: write format record %q: %w", key, err)
+		return etcdErr(fmt.Sprintf("write format record %q", key), err)
 	}
 	if resp.Succeeded {
 		return nil
@@ -304,7 +304,7 @@ func (r *reader) wrap(err error, what string) error {
 		r.mu.Unlock()
 		return &CompactedError{Revision: rev, Err: err}
 	}
-	return fmt.Errorf("catalog: etcd: %s: %w", what, err)
+	return etcdErr(what, err)
 }
 
 func (r *reader) get(opts []clientv3.OpOption, key string, more ...clientv3.OpOption) (*clientv3.GetResponse, error) {

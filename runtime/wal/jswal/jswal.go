@@ -249,7 +249,8 @@ func (l *Log) Create(ctx context.Context, queue string) error {
 // Options.Placement: with it a placement policy like zone-spread puts
 // queues in real zones. Errors: wal.ErrExists, wal.ErrInvalid, and
 // JetStream's own when no server matches the tags.
-func (l *Log) CreatePlaced(ctx context.Context, queue string, tags []string) error {
+func (l *Log) CreatePlaced(ctx context.Context, queue string, tags []string) (err error) {
+	defer l.mark(ctx, &err)
 	if _, err := l.q(queue); err != nil {
 		return err
 	}
@@ -288,7 +289,8 @@ func (l *Log) CreatePlaced(ctx context.Context, queue string, tags []string) err
 }
 
 // Delete deletes the queue's stream. Errors: wal.ErrNoQueue.
-func (l *Log) Delete(ctx context.Context, queue string) error {
+func (l *Log) Delete(ctx context.Context, queue string) (err error) {
+	defer l.mark(ctx, &err)
 	s, err := l.q(queue)
 	if err != nil {
 		return err
@@ -307,7 +309,8 @@ func (l *Log) Delete(ctx context.Context, queue string) error {
 }
 
 // Queues lists the queues whose names start with prefix, in name order.
-func (l *Log) Queues(ctx context.Context, prefix string) ([]string, error) {
+func (l *Log) Queues(ctx context.Context, prefix string) (_ []string, err error) {
+	defer l.mark(ctx, &err)
 	rctx, cancel := l.rctx(ctx)
 	defer cancel()
 	lister := l.js.ListStreams(rctx, jetstream.WithStreamListSubject(l.o.StreamPrefix+".q.>"))
@@ -359,7 +362,8 @@ func minMax(ss jetstream.StreamState) (uint64, uint64) {
 // Bounds returns the retained range. Bytes is the bytes JetStream retains
 // for the queue (not, as on the embedded WAL, every byte ever appended).
 // Errors: wal.ErrNoQueue.
-func (l *Log) Bounds(ctx context.Context, queue string) (wal.Bounds, error) {
+func (l *Log) Bounds(ctx context.Context, queue string) (_ wal.Bounds, err error) {
+	defer l.mark(ctx, &err)
 	st, ss, err := l.state(ctx, queue)
 	if err != nil {
 		return wal.Bounds{}, err
@@ -456,7 +460,8 @@ func (l *Log) getReq(ctx context.Context, queue string, st jetstream.Stream, seq
 // Read returns up to limit entries from offset from on, skipping hostd's
 // term-fence records (their offsets are gaps). Errors: wal.ErrNoQueue,
 // *wal.RangeError, wal.ErrInvalid.
-func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) ([]wal.Entry, error) {
+func (l *Log) Read(ctx context.Context, queue string, from uint64, limit int) (_ []wal.Entry, err error) {
+	defer l.mark(ctx, &err)
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: limit must be > 0, got %d", wal.ErrInvalid, limit)
 	}
@@ -563,7 +568,8 @@ func (l *Log) directBatch(ctx context.Context, stream string, seq uint64, n int)
 // Wait blocks until an entry at or past offset can be read or ctx ends.
 // It listens to the queue's subject (every append notifies) and looks
 // again every PollInterval in case a notification was missed.
-func (l *Log) Wait(ctx context.Context, queue string, offset uint64) error {
+func (l *Log) Wait(ctx context.Context, queue string, offset uint64) (err error) {
+	defer l.mark(ctx, &err)
 	if _, err := l.q(queue); err != nil {
 		return err
 	}
@@ -632,7 +638,8 @@ func (l *Log) readable(ctx context.Context, queue string, offset uint64) (bool, 
 
 // NextHint returns the next offset from the writer's cached tail when it
 // has one, else Max.
-func (l *Log) NextHint(ctx context.Context, queue string) (uint64, error) {
+func (l *Log) NextHint(ctx context.Context, queue string) (_ uint64, err error) {
+	defer l.mark(ctx, &err)
 	s, err := l.q(queue)
 	if err != nil {
 		return 0, err
@@ -653,7 +660,8 @@ func (l *Log) NextHint(ctx context.Context, queue string) (uint64, error) {
 // below to, a copy of it is appended first (ordered against other fences
 // only), then the data below to and the older fences are purged. The
 // copy takes an offset, like every fence.
-func (l *Log) Trim(ctx context.Context, queue string, to uint64) (uint64, error) {
+func (l *Log) Trim(ctx context.Context, queue string, to uint64) (_ uint64, err error) {
+	defer l.mark(ctx, &err)
 	s, err := l.q(queue)
 	if err != nil {
 		return 0, err
@@ -806,7 +814,8 @@ func (l *Log) loadOnce(ctx context.Context, queue string, s *qstate) error {
 // takes one offset. Call it for every queue on taking office (appends
 // also fence lazily, before the term's first write to each queue).
 // Errors: *FencedError if the queue already holds a newer term.
-func (l *Log) Fence(ctx context.Context, queue string, term uint64) error {
+func (l *Log) Fence(ctx context.Context, queue string, term uint64) (err error) {
+	defer l.mark(ctx, &err)
 	for {
 		cur := l.term.Load()
 		if term <= cur || l.term.CompareAndSwap(cur, term) {
@@ -873,7 +882,8 @@ func (l *Log) publishFence(ctx context.Context, queue string, s *qstate, m *nats
 // seal takes one offset (reads skip it): Seal.End is the exclusive end,
 // no entry is ever at or past it. Sealing a sealed queue returns its seal.
 // Errors: wal.ErrNoQueue, *FencedError.
-func (l *Log) Seal(ctx context.Context, queue string) (wal.Seal, error) {
+func (l *Log) Seal(ctx context.Context, queue string) (_ wal.Seal, err error) {
+	defer l.mark(ctx, &err)
 	s, err := l.q(queue)
 	if err != nil {
 		return wal.Seal{}, err
@@ -1120,7 +1130,8 @@ func (l *Log) publish(ctx context.Context, queue string, s *qstate, m *nats.Msg,
 // duplicate window is not stored again: its entry has the first copy's
 // offset. Errors: wal.ErrNoQueue, wal.ErrInvalid, wal.ErrTooLarge,
 // wal.ErrClosed, *FencedError, ErrUnknownOutcome.
-func (l *Log) Append(ctx context.Context, queue string, recs []wal.Record) ([]wal.Entry, error) {
+func (l *Log) Append(ctx context.Context, queue string, recs []wal.Record) (_ []wal.Entry, err error) {
+	defer l.mark(ctx, &err)
 	ctx, span := l.tracer.Start(ctx, "wal.jetstream.Append", trace.WithAttributes(
 		attribute.String("hostd.wal.queue", queue), attribute.Int("hostd.wal.records", len(recs))))
 	defer span.End()

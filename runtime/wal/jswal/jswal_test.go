@@ -814,3 +814,54 @@ func TestTwoWritersSameTerm(t *testing.T) {
 		t.Fatalf("%d records stored, want %d", len(ents), want)
 	}
 }
+
+// TestUnavailableWhileServerDown: with the server gone, calls fail with
+// wal.ErrUnavailable (the API's 503 + Retry-After), not an opaque error;
+// once it is back, appends work again.
+func TestUnavailableWhileServerDown(t *testing.T) {
+	c := natstest.Start(t, natstest.Options{SyncAlways: true})
+	ctx := ctxT(t)
+	l := open(t, c, jswal.Options{StreamPrefix: "U", RequestTimeout: 300 * time.Millisecond})
+	if err := l.Create(ctx, "u/0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, "u/0", []wal.Record{{Payload: []byte("a"), ID: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(0)
+	_, err := l.Append(ctx, "u/0", []wal.Record{{Payload: []byte("b"), ID: "b"}})
+	if !errors.Is(err, wal.ErrUnavailable) {
+		t.Fatalf("append with the server down: %v, want wal.ErrUnavailable", err)
+	}
+	if _, err := l.Bounds(ctx, "u/0"); !errors.Is(err, wal.ErrUnavailable) {
+		t.Fatalf("bounds with the server down: %v, want wal.ErrUnavailable", err)
+	}
+	c.Restart(0)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ents, err := wal.AppendOnce(ctx, l, "u/0", 0, []wal.Record{{Payload: []byte("b"), ID: "b"}})
+		if err == nil {
+			if len(ents) != 1 {
+				t.Fatalf("append once: %v", ents)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("append after the restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := l.Read(ctx, "u/0", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range got {
+		if e.ID == "b" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("b stored %d times, want once: %v", n, got)
+	}
+}
