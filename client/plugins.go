@@ -23,6 +23,9 @@ type PluginLoadError = wire.PluginLoadError
 // PluginReload is the answer of ReloadPlugins.
 type PluginReload = wire.PluginReload
 
+// PluginReloadMember is one cluster replica's outcome of a reload.
+type PluginReloadMember = wire.PluginReloadMember
+
 // PluginKV is one entry of a plugin's KV. ValueText is set when the value
 // is valid UTF-8.
 type PluginKV = wire.PluginKV
@@ -36,6 +39,9 @@ func (c *Client) ListPlugins(ctx context.Context, p Page) (*List[Plugin], error)
 // ReloadPlugins reloads the plugins (admin). Files that fail to load are
 // listed in Errors (their previous version keeps running); a reload that
 // would remove a message type in use fails with code "plugin_in_use".
+// In cluster mode the reload reaches every replica: Members lists each
+// one's outcome (ok, error, unreachable), and Items and Errors are the
+// leader's.
 func (c *Client) ReloadPlugins(ctx context.Context) (*PluginReload, error) {
 	var out PluginReload
 	return &out, c.Do(ctx, "POST", "/v1/plugins/reload", nil, &out)

@@ -38,6 +38,7 @@ var features = []feature{
 	{"mapping", openMapping},
 	{"plugins", openPlugins},
 	{"broadcast", openBroadcast},
+	{"traces", openTraces},
 }
 
 type feature struct {

@@ -40,10 +40,32 @@ type PluginLoadError struct {
 	Message string `json:"message"`
 }
 
-// PluginReload is the answer of POST /v1/plugins/reload.
+// PluginReload is the answer of POST /v1/plugins/reload. Items and
+// Errors are the plugin runtime's: the daemon's, or in cluster mode the
+// leader's (empty when the leader did not answer).
 type PluginReload struct {
 	Items  []Plugin          `json:"items"`
 	Errors []PluginLoadError `json:"errors"`
+	// Members (cluster mode only) is every replica's outcome: each one
+	// re-read, re-hashed and precompiled its plugin files, and the leader
+	// also reloaded its runtime.
+	Members []PluginReloadMember `json:"members,omitempty"`
+}
+
+// PluginReloadMember is one cluster replica's outcome of a plugin reload.
+type PluginReloadMember struct {
+	Name    string `json:"name"`
+	Address string `json:"address"`
+	Leader  bool   `json:"leader"`
+	// Outcome is "ok", "error" (the replica answered with an error, in
+	// Error, or some of its files failed, in Errors) or "unreachable".
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	// Plugins maps each plugin name to the SHA-256 of the file the
+	// replica read in this reload.
+	Plugins map[string]string `json:"plugins,omitempty"`
+	// Errors are the files that failed to compile or load there.
+	Errors []PluginLoadError `json:"errors,omitempty"`
 }
 
 // PluginKV is one plugin KV entry. Value is base64; ValueText is the same

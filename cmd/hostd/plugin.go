@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -106,7 +107,10 @@ func newPluginReloadCmd(g *globals) *cobra.Command {
 swapping it in; unchanged files keep running. A file that fails to load is
 reported and its previous version keeps running. A reload that would remove a
 message type still needed by pending broadcasts is refused (plugin_in_use).
-Exit code 1 if any file failed to load.`,
+In cluster mode the reload reaches every replica (each re-reads, re-hashes
+and precompiles its files; the leader reloads the plugins it runs): a table
+lists each replica's outcome (ok, error, unreachable). Exit code 1 if any
+file failed to load or any replica was not ok.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -120,10 +124,38 @@ Exit code 1 if any file failed to load.`,
 			if err := printPlugins(g, res, res.Items); err != nil {
 				return err
 			}
-			if len(res.Errors) > 0 {
-				for _, e := range res.Errors {
-					fmt.Fprintf(g.stderr, "hostd: plugin %s (%s): %s\n", e.Plugin, e.Path, e.Message)
+			failed := len(res.Errors) > 0
+			for _, e := range res.Errors {
+				fmt.Fprintf(g.stderr, "hostd: plugin %s (%s): %s\n", e.Plugin, e.Path, e.Message)
+			}
+			if len(res.Members) > 0 && g.output == "table" {
+				fmt.Fprintln(g.stdout)
+				rows := make([][]string, 0, len(res.Members))
+				for _, m := range res.Members {
+					role := "follower"
+					if m.Leader {
+						role = "leader"
+					}
+					var ps []string
+					for name, h := range m.Plugins {
+						ps = append(ps, name+"="+h[:min(12, len(h))])
+					}
+					slices.Sort(ps)
+					rows = append(rows, []string{m.Name, role, m.Outcome, strings.Join(ps, " "), m.Error})
 				}
+				if err := g.print(nil, []string{"REPLICA", "ROLE", "OUTCOME", "PLUGINS", "ERROR"}, rows); err != nil {
+					return err
+				}
+			}
+			for _, m := range res.Members {
+				if m.Outcome != "ok" {
+					failed = true
+					for _, e := range m.Errors {
+						fmt.Fprintf(g.stderr, "hostd: replica %s: plugin %s: %s\n", m.Name, e.Plugin, e.Message)
+					}
+				}
+			}
+			if failed {
 				return withCode(exitError, nil)
 			}
 			return nil

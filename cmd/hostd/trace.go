@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,8 +12,10 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/tracestore"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // traceFlags locate the span files: --data-dir, else the data directory of
@@ -25,6 +28,17 @@ type traceFlags struct {
 func (f *traceFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.dataDirs, "data-dir", nil, "hostd data directory holding traces/ (default: data.dir of the config, ./hostd-data); repeat it (or separate with commas) to merge cluster replicas' spans")
 	cmd.Flags().StringVarP(&f.config, "config", "c", "", "YAML config file whose data.dir to read")
+}
+
+// offline reports whether the command reads span files (--data-dir or
+// --config given) instead of asking a running daemon's API.
+func (f *traceFlags) offline() bool { return len(f.dataDirs) > 0 || f.config != "" }
+
+// warnMissing says on stderr which cluster replicas did not answer.
+func warnMissing(g *globals, missing []string, what string) {
+	if len(missing) > 0 {
+		fmt.Fprintf(g.stderr, "hostd: warning: replica(s) %s did not answer: %s may lack their spans\n", strings.Join(missing, ", "), what)
+	}
 }
 
 // load reads every span file. Damaged lines (a torn last line after a
@@ -64,8 +78,11 @@ func newTraceCmd(g *globals) *cobra.Command {
 		Short: "Read the traces hostd recorded (show, ls, push)",
 		Long: `Read the spans that hostd's embedded file exporter (the default,
 telemetry.traces.exporter: file) writes as OTLP-JSON lines to
-<data dir>/traces/. These commands read the files directly: they work on the
-data directory of a stopped daemon, and of a running one. See docs/tracing.md.`,
+<data dir>/traces/. "show" and "ls" ask a running daemon's API by default
+(--addr, --token; in cluster mode any replica merges every replica's spans);
+with --data-dir or --config they read the files directly, which also works
+on the data directory of a stopped daemon ("push" always reads the files).
+See docs/tracing.md.`,
 	}
 	cmd.AddCommand(newTraceShowCmd(g), newTraceLsCmd(g), newTracePushCmd(g))
 	return cmd
@@ -86,12 +103,17 @@ A span whose parent is not in the files is shown under a
 "(parent not exported)" node. --json prints OTLP-JSON (one TracesData).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := tf.load(g)
-			if err != nil {
-				return err
-			}
-			ids, err := st.Lookup(args[0])
-			if err != nil {
+			var st *tracestore.Store
+			var ids []pcommon.TraceID
+			var err error
+			if tf.offline() {
+				if st, err = tf.load(g); err != nil {
+					return err
+				}
+				if ids, err = st.Lookup(args[0]); err != nil {
+					return err
+				}
+			} else if st, ids, err = fetchTrace(cmd.Context(), g, args[0]); err != nil {
 				return err
 			}
 			if asJSON || g.output == "json" {
@@ -121,6 +143,30 @@ A span whose parent is not in the files is shown under a
 	return cmd
 }
 
+// fetchTrace asks the API for a trace (or a broadcast's traces).
+func fetchTrace(ctx context.Context, g *globals, id string) (*tracestore.Store, []pcommon.TraceID, error) {
+	c, err := g.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := c.GetTrace(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnMissing(g, t.Missing, "the trace")
+	st := tracestore.New()
+	if err := st.AddJSON(t.OTLP, "api"); err != nil {
+		return nil, nil, fmt.Errorf("trace show: the daemon's answer: %w", err)
+	}
+	var ids []pcommon.TraceID
+	for _, s := range t.TraceIDs {
+		if tid, ok := tracestore.ParseTraceID(s); ok {
+			ids = append(ids, tid)
+		}
+	}
+	return st, ids, nil
+}
+
 func writeOTLP(g *globals, td ptrace.Traces) error {
 	var m ptrace.JSONMarshaler
 	b, err := m.MarshalTraces(td)
@@ -129,18 +175,6 @@ func writeOTLP(g *globals, td ptrace.Traces) error {
 	}
 	_, err = fmt.Fprintf(g.stdout, "%s\n", b)
 	return err
-}
-
-// traceSummary is the JSON shape of one `hostd trace ls -o json` item.
-type traceSummary struct {
-	TraceID      string    `json:"trace_id"`
-	Root         string    `json:"root"`
-	RootMissing  bool      `json:"root_not_exported,omitempty"`
-	Start        time.Time `json:"start"`
-	DurationMS   float64   `json:"duration_ms"`
-	Spans        int       `json:"spans"`
-	Errors       int       `json:"errors"`
-	BroadcastIDs []string  `json:"broadcast_ids"`
 }
 
 func newTraceLsCmd(g *globals) *cobra.Command {
@@ -155,6 +189,9 @@ func newTraceLsCmd(g *globals) *cobra.Command {
 root span name, duration, span count, error flag and broadcast id(s).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !tf.offline() {
+				return listTraces(cmd.Context(), g, client.TraceFilter{Broadcast: broadcast, Root: root, Errors: errorsOnly}, limit)
+			}
 			st, err := tf.load(g)
 			if err != nil {
 				return err
@@ -176,13 +213,9 @@ root span name, duration, span count, error flag and broadcast id(s).`,
 				}
 			}
 			if g.output == "json" {
-				items := make([]traceSummary, 0, len(sums))
+				items := make([]wire.TraceSummary, 0, len(sums))
 				for _, s := range sums {
-					items = append(items, traceSummary{
-						TraceID: s.TraceID.String(), Root: s.Root, RootMissing: s.RootMissing, Start: s.Start.UTC(),
-						DurationMS: float64(s.Duration) / float64(time.Millisecond), Spans: s.Spans, Errors: s.Errors,
-						BroadcastIDs: append([]string{}, s.BroadcastIDs...),
-					})
+					items = append(items, s.Wire())
 				}
 				return g.print(map[string]any{"items": items}, nil, nil)
 			}
@@ -261,4 +294,44 @@ path is used as is), in batches.`,
 	cmd.Flags().IntVar(&batch, "batch-size", 512, "spans per request")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Second, "deadline of one request")
 	return cmd
+}
+
+// listTraces pages through GET /v1/traces until limit traces (0: all).
+func listTraces(ctx context.Context, g *globals, f client.TraceFilter, limit int) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	items := []wire.TraceSummary{}
+	var missing []string
+	page := client.Page{}
+	for {
+		page.Limit = 1000
+		if limit > 0 {
+			page.Limit = min(1000, limit-len(items))
+		}
+		res, err := c.ListTraces(ctx, f, page)
+		if err != nil {
+			return err
+		}
+		items = append(items, res.Items...)
+		for _, m := range res.Missing {
+			if !slices.Contains(missing, m) {
+				missing = append(missing, m)
+			}
+		}
+		if res.NextPageToken == "" || (limit > 0 && len(items) >= limit) {
+			break
+		}
+		page.Token = res.NextPageToken
+	}
+	warnMissing(g, missing, "the list")
+	if g.output == "json" {
+		return g.print(map[string]any{"items": items}, nil, nil)
+	}
+	sums := make([]tracestore.Summary, len(items))
+	for i, it := range items {
+		sums[i] = tracestore.SummaryFromWire(it)
+	}
+	return tracestore.WriteSummaries(g.stdout, sums)
 }

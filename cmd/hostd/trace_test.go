@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/host/telemetry"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // writeTraceData writes two traces through the real file exporter (a
@@ -101,7 +102,7 @@ func TestTraceShowLsOnDataDir(t *testing.T) {
 		t.Fatal("ls failed")
 	}
 	var ls struct {
-		Items []traceSummary `json:"items"`
+		Items []wire.TraceSummary `json:"items"`
 	}
 	if err := json.Unmarshal([]byte(out), &ls); err != nil || len(ls.Items) != 2 {
 		t.Fatalf("ls json %v: %s", err, out)

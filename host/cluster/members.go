@@ -31,6 +31,7 @@ const memberRefresh = 5 * time.Second
 // (it disappears with the session) and refreshes it until done.
 func (n *Node) keepMember(ctx context.Context, sess *concurrency.Session, done <-chan struct{}) {
 	key := n.membersPrefix() + n.name
+	n.reload.setLease(sess.Lease()) // a plugin reload rewrites the record at once
 	var last []byte
 	for {
 		rec := n.memberRecord()

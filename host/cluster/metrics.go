@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -12,6 +13,7 @@ type metrics struct {
 	leaderChanges metric.Int64Counter
 	forwarded     metric.Int64Counter
 	fenced        metric.Int64Counter
+	memberCalls   metric.Int64Counter
 	leading       atomic.Bool
 }
 
@@ -24,6 +26,8 @@ func newMetrics(n *Node) *metrics {
 		metric.WithDescription("requests this replica did not serve itself, by outcome: ok, error (leader unreachable), not_leader (a forwarded request reached a non-leader), no_leader (none within the request timeout)"))
 	m.fenced, _ = mt.Int64Counter("hostd.cluster.fenced_commits",
 		metric.WithDescription("commits (and JetStream appends) refused because this replica's leader term had ended"))
+	m.memberCalls, _ = mt.Int64Counter("hostd.cluster.member_calls",
+		metric.WithDescription("calls to members for requests that reach every replica (traces_list, traces_get, plugin_reload), by op and outcome: ok, error, unreachable"))
 	_, _ = mt.Int64ObservableGauge("hostd.cluster.term",
 		metric.WithDescription("the current leader's term (election key create revision); 0 during an election"),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
@@ -47,4 +51,8 @@ func newMetrics(n *Node) *metrics {
 			return nil
 		}))
 	return m
+}
+
+func opOutcome(op, o string) metric.AddOption {
+	return metric.WithAttributes(attribute.String("op", op), attribute.String("outcome", o))
 }

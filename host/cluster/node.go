@@ -71,6 +71,7 @@ type Node struct {
 
 	precompiled chan struct{} // closed when the plugin precompile is over
 	hashes      fileHashes    // plugin file hashes (/v1/cluster, /readyz)
+	reload      reloadState   // plugin reloads (reload.go)
 
 	stopOnce  sync.Once
 	stopped   chan struct{}
@@ -180,6 +181,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.front.Handle("GET /v1/cluster", api.RoleRead, n.handleCluster)
+	n.registerFanOut() // traces and plugin reload reach every member (fanout.go)
 	return n, nil
 }
 

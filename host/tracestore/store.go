@@ -520,3 +520,6 @@ func (st *Store) Summary(id pcommon.TraceID) Summary {
 	}
 	return sum
 }
+
+// DataDirTraces is the span folder of a data directory.
+func DataDirTraces(dataDir string) string { return filepath.Join(dataDir, DirName) }
