@@ -1,6 +1,7 @@
 package apispec
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -33,9 +34,10 @@ var wireTypes = []any{
 	wire.LockTokenRequest{}, wire.ReleaseResult{}, wire.CheckFenceRequest{}, wire.CheckFenceResult{},
 	wire.ForceReleaseRequest{}, wire.AuditKey{}, wire.AuditRecord{}, wire.ForceReleaseResult{},
 	wire.AnnounceRequest{}, wire.PresenceEntry{}, wire.WithdrawRequest{}, wire.WithdrawResult{},
-	wire.Plugin{}, wire.PluginRegistration{}, wire.PluginLoadError{}, wire.PluginReload{}, wire.PluginKV{},
+	wire.Plugin{}, wire.PluginRegistration{}, wire.PluginLoadError{}, wire.PluginReload{}, wire.PluginReloadMember{}, wire.PluginKV{},
 	wire.KVFence{}, wire.PluginKVPutRequest{}, wire.PluginKVDeleted{},
 	wire.Cluster{}, wire.ClusterLeader{}, wire.ClusterMember{},
+	wire.TraceSummary{}, wire.TracePage{}, wire.Trace{}, wire.TraceMember{},
 }
 
 // Types that exist in wire but are no schema of their own: Segment is
@@ -181,6 +183,8 @@ func jsonFields(rt reflect.Type) map[string]reflect.StructField {
 var (
 	tickType = reflect.TypeFor[wire.Tick]()
 	timeType = reflect.TypeFor[time.Time]()
+	// rawType is embedded JSON (Trace.otlp, an OTLP-JSON object).
+	rawType = reflect.TypeFor[json.RawMessage]()
 )
 
 // goKind is what a Go type encodes to: "string", "integer", "boolean",
@@ -191,6 +195,8 @@ func goKind(t reflect.Type) string {
 		return "$ref Tick"
 	case t == timeType:
 		return "string date-time"
+	case t == rawType:
+		return "object of any"
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
