@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/hostd-dev/hostd/host/api"
 	"github.com/hostd-dev/hostd/wire"
@@ -126,7 +127,7 @@ func (n *Node) callMember(ctx context.Context, r *http.Request, c *memberCall, p
 			c.err, c.outcome = err, outcomeError
 			return
 		}
-		copyCallerHeaders(req.Header, r.Header)
+		copyCallerHeaders(r.Context(), req.Header, r.Header)
 		req.Header.Set(HopHeader, n.name)
 		rec := &recorder{header: http.Header{}}
 		n.front.ServeHTTP(rec, req)
@@ -137,7 +138,7 @@ func (n *Node) callMember(ctx context.Context, r *http.Request, c *memberCall, p
 			c.err, c.outcome = fmt.Errorf("unusable address %q", c.member.Address), outcomeUnreachable
 			return
 		}
-		copyCallerHeaders(req.Header, r.Header)
+		copyCallerHeaders(r.Context(), req.Header, r.Header)
 		req.Header.Set(HopHeader, n.name)
 		resp, err := n.transport.RoundTrip(req)
 		if err != nil {
@@ -168,13 +169,14 @@ func (n *Node) callMember(ctx context.Context, r *http.Request, c *memberCall, p
 	c.err = fmt.Errorf("%s", c.errorMessage())
 }
 
-// copyCallerHeaders passes the caller's token and trace context on.
-func copyCallerHeaders(dst, src http.Header) {
-	for _, h := range []string{"Authorization", "Traceparent", "Tracestate"} {
-		if v := src.Values(h); len(v) > 0 {
-			dst[h] = slices.Clone(v)
-		}
+// copyCallerHeaders passes the caller's token on, and the trace context
+// of ctx (the request's server span, or the caller's traceparent on an
+// untraced route).
+func copyCallerHeaders(ctx context.Context, dst, src http.Header) {
+	if v := src.Values("Authorization"); len(v) > 0 {
+		dst["Authorization"] = slices.Clone(v)
 	}
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(dst))
 	dst.Set("Accept", "application/json")
 }
 
@@ -204,5 +206,8 @@ func (w *recorder) WriteHeader(code int) {
 // registerFanOut adds the front server's routes that reach every member.
 func (n *Node) registerFanOut() {
 	api.RegisterTraces(n.front, &clusterTraces{n: n, local: api.NewLocalTraces(n.cfg.Data.Dir)})
-	n.front.Handle("POST /v1/plugins/reload", api.RoleAdmin, n.handleReload)
+	// A reload compiles: each member may take up to plugins.init_timeout
+	// (a cold compile takes seconds), more than a request usually may.
+	n.front.Handle("POST /v1/plugins/reload", api.RoleAdmin, n.handleReload,
+		api.WithTimeout(max(n.cfg.API.RequestTimeout, n.cfg.Plugins.InitTimeout)))
 }

@@ -139,9 +139,6 @@ func (n *Node) reloadSelf(w http.ResponseWriter, r *http.Request) error {
 	if herr != nil {
 		me.Errors = append(me.Errors, loadErrors(herr)...)
 	}
-	if err := host.PrecompilePlugins(ctx, n.cfg, n.cat.base()); err != nil {
-		me.Errors = append(me.Errors, loadErrors(err)...)
-	}
 	n.mu.Lock()
 	var th *host.Host
 	if n.term != nil {
@@ -149,13 +146,18 @@ func (n *Node) reloadSelf(w http.ResponseWriter, r *http.Request) error {
 		me.Leader = true
 	}
 	n.mu.Unlock()
+	if th == nil { // the leader's runtime compiles as it reloads
+		if err := host.PrecompilePlugins(ctx, n.cfg, n.cat.base()); err != nil {
+			me.Errors = append(me.Errors, loadErrors(err)...)
+		}
+	}
 	out := wire.PluginReload{Items: []wire.Plugin{}, Errors: []wire.PluginLoadError{}}
 	if th != nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "/v1/plugins/reload", http.NoBody)
 		if err != nil {
 			return err
 		}
-		copyCallerHeaders(req.Header, r.Header)
+		copyCallerHeaders(r.Context(), req.Header, r.Header)
 		rec := &recorder{header: http.Header{}}
 		th.ServeHTTP(rec, req)
 		if rec.status/100 != 2 {

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hostd-dev/hostd/host/api"
 )
@@ -72,11 +75,24 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, li *leaderInfo) {
 		return
 	}
 	failed := false
+	// A CLIENT span on this replica, so that the trace of a request
+	// served through a follower shows the hop (GET /v1/traces/{id}
+	// merges the replicas' spans).
+	prop := propagation.TraceContext{}
+	ctx, span := n.tel.TracerProvider.Tracer("github.com/hostd-dev/hostd/host/cluster").Start(
+		prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)), "forward to leader",
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+			attribute.String("hostd.cluster.leader", li.Name)))
+	defer span.End()
+	r = r.WithContext(ctx)
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 			pr.Out.Header.Set(HopHeader, n.name)
+			pr.Out.Header.Del("Tracestate")
+			prop.Inject(pr.Out.Context(), propagation.HeaderCarrier(pr.Out.Header))
 		},
 		Transport:     n.transport,
 		FlushInterval: -1, // long polls and backup streams pass through at once
@@ -91,6 +107,7 @@ func (n *Node) forward(w http.ResponseWriter, r *http.Request, li *leaderInfo) {
 	o := "ok"
 	if failed {
 		o = "error"
+		span.SetStatus(codes.Error, "leader unreachable")
 	}
 	n.m.forwarded.Add(context.WithoutCancel(r.Context()), 1, outcome(o))
 }

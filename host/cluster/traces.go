@@ -118,32 +118,34 @@ func (t *clusterTraces) GetTrace(r *http.Request, id string) (*wire.Trace, error
 	if r.Header.Get(HopHeader) != "" {
 		return t.local.GetTrace(r, id)
 	}
-	calls, err := t.n.fanOut(r, "traces_get", "/v1/traces/"+url.PathEscape(id))
+	st := tracestore.New()
+	members, missing, found, err := t.gather(r, st, id)
 	if err != nil {
 		return nil, err
 	}
-	// A member that has none of the trace's spans answers 404: that is
-	// an answer, not an error.
-	for _, c := range calls {
-		if c.status == http.StatusNotFound && isCode(c.body, api.CodeNotFound) {
-			c.outcome, c.err = outcomeOK, nil
-			c.body = nil
+	// A broadcast id is resolved by each replica from its own spans'
+	// hostd.broadcast.id attribute, which only some spans carry (a
+	// follower's "forward to leader" span does not): ask again by the
+	// trace ids found, so every replica's spans of those traces come.
+	if _, isTrace := tracestore.ParseTraceID(strings.ToLower(id)); !isTrace {
+		for _, tid := range found {
+			more, miss, _, err := t.gather(r, st, tid)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range more {
+				i := slices.IndexFunc(members, func(x wire.TraceMember) bool { return x.Name == m.Name })
+				switch {
+				case i < 0:
+					members = append(members, m) // joined meanwhile
+				case m.Outcome != outcomeOK && members[i].Outcome == outcomeOK:
+					members[i] = m
+				}
+			}
+			missing = append(missing, miss...)
 		}
-	}
-	members, missing := traceMembers(calls)
-	st := tracestore.New()
-	for _, c := range calls {
-		if c.outcome != outcomeOK || c.body == nil {
-			continue
-		}
-		var part wire.Trace
-		if err := json.Unmarshal(c.body, &part); err != nil {
-			markError(members, &missing, c, fmt.Errorf("undecodable answer: %v", err))
-			continue
-		}
-		if err := st.AddJSON(part.OTLP, c.member.Name); err != nil {
-			markError(members, &missing, c, err)
-		}
+		slices.Sort(missing)
+		missing = slices.Compact(missing)
 	}
 	out, err := st.Answer(id)
 	if err != nil {
@@ -155,6 +157,46 @@ func (t *clusterTraces) GetTrace(r *http.Request, id string) (*wire.Trace, error
 	}
 	out.Members, out.Missing = members, missing
 	return &out, nil
+}
+
+// gather asks every member for id and adds their spans to st. It returns
+// each member's outcome, the names of those that did not answer, and the
+// trace ids found.
+func (t *clusterTraces) gather(r *http.Request, st *tracestore.Store, id string) ([]wire.TraceMember, []string, []string, error) {
+	calls, err := t.n.fanOut(r, "traces_get", "/v1/traces/"+url.PathEscape(id))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	// A member that has none of the trace's spans answers 404: that is
+	// an answer, not an error.
+	for _, c := range calls {
+		if c.status == http.StatusNotFound && isCode(c.body, api.CodeNotFound) {
+			c.outcome, c.err = outcomeOK, nil
+			c.body = nil
+		}
+	}
+	members, missing := traceMembers(calls)
+	var found []string
+	for _, c := range calls {
+		if c.outcome != outcomeOK || c.body == nil {
+			continue
+		}
+		var part wire.Trace
+		if err := json.Unmarshal(c.body, &part); err != nil {
+			markError(members, &missing, c, fmt.Errorf("undecodable answer: %v", err))
+			continue
+		}
+		if err := st.AddJSON(part.OTLP, c.member.Name); err != nil {
+			markError(members, &missing, c, err)
+			continue
+		}
+		for _, tid := range part.TraceIDs {
+			if !slices.Contains(found, tid) {
+				found = append(found, tid)
+			}
+		}
+	}
+	return members, missing, found, nil
 }
 
 // traceMembers lists every member's outcome and the names of those whose
