@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -12,6 +16,7 @@ import (
 
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/internal/wasmtest"
+	"github.com/hostd-dev/hostd/wire"
 )
 
 // The operator's plugin commands against a real daemon subprocess: ls, kv
@@ -196,5 +201,43 @@ func TestPluginKVWriteCLI(t *testing.T) {
 		if _, errOut, code := cli(args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
 		}
+	}
+}
+
+// `hostd plugin reload` against a cluster prints each replica's outcome
+// and exits 1 when one was not ok (the answer is a cluster replica's,
+// recorded from TestFanOutTracesAndPluginReload's shape).
+func TestPluginReloadPrintsMembers(t *testing.T) {
+	answer := wire.PluginReload{Items: []wire.Plugin{}, Errors: []wire.PluginLoadError{}, Members: []wire.PluginReloadMember{
+		{Name: "r0", Address: "http://a", Leader: true, Outcome: "ok", Plugins: map[string]string{"echo": "03cce932482c9999"}},
+		{Name: "r1", Address: "http://b", Outcome: "ok", Plugins: map[string]string{"echo": "03cce932482c9999"}},
+		{Name: "r2", Address: "http://c", Outcome: "unreachable", Error: "connection refused"},
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != "/v1/plugins/reload" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(answer)
+	}))
+	defer srv.Close()
+	out, _, code := runCmd(t, "--addr", srv.URL, "plugin", "reload")
+	if code != exitError {
+		t.Fatalf("exit %d with an unreachable replica, want 1:\n%s", code, out)
+	}
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		rows = append(rows, strings.Join(strings.Fields(l), " "))
+	}
+	for _, want := range []string{"REPLICA ROLE OUTCOME PLUGINS ERROR", "r0 leader ok echo=03cce932482c",
+		"r1 follower ok echo=03cce932482c", "r2 follower unreachable connection refused"} {
+		if !slices.Contains(rows, want) {
+			t.Fatalf("missing %q in:\n%s", want, out)
+		}
+	}
+	answer.Members = answer.Members[:2]
+	if _, _, code = runCmd(t, "--addr", srv.URL, "plugin", "reload"); code != 0 {
+		t.Fatalf("exit %d with every replica ok", code)
 	}
 }

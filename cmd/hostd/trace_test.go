@@ -9,9 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
@@ -20,6 +22,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/host/telemetry"
 	"github.com/hostd-dev/hostd/wire"
 )
@@ -174,5 +177,53 @@ func TestTracePush(t *testing.T) {
 	}
 	if _, _, code = runCmd(t, "trace", "push", "--endpoint", srv.URL, "-H", "bad", "--data-dir", data); code != exitUsage {
 		t.Fatalf("bad header: code %d", code)
+	}
+}
+
+// `hostd trace show|ls` ask a running daemon's API by default (the
+// daemon's own span files, GET /v1/traces/{id} and GET /v1/traces);
+// --data-dir still reads the files.
+func TestTraceShowLsThroughAPI(t *testing.T) {
+	dir := t.TempDir()
+	d := startDaemon(t, dir, "--listen", "127.0.0.1:0", "--data-dir", "data")
+	c, err := client.New(d.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.SubmitBroadcast(context.Background(), &client.BroadcastRequest{Type: "noop", PayloadText: "cli"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bid := strconv.FormatUint(res.ID, 10)
+	var out, stderr string
+	var code int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, stderr, code = runCmd(t, "--addr", d.addr, "trace", "show", bid, "--compact")
+		if code == 0 && strings.Contains(out, "create broadcast  PRODUCER") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != 0 || !strings.Contains(out, "POST /v1/broadcasts  SERVER") || !strings.Contains(out, "broadcast "+bid) {
+		t.Fatalf("show via the API: code %d\n%s\n%s", code, out, stderr)
+	}
+	out, stderr, code = runCmd(t, "--addr", d.addr, "trace", "ls", "--broadcast", bid, "-o", "json")
+	var ls struct {
+		Items []wire.TraceSummary `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || len(ls.Items) != 1 || ls.Items[0].BroadcastIDs[0] != bid {
+		t.Fatalf("ls via the API: code %d %v\n%s\n%s", code, err, out, stderr)
+	}
+	out, _, code = runCmd(t, "--addr", d.addr, "trace", "ls", "-n", "1")
+	if code != 0 || strings.Count(strings.TrimSpace(out), "\n") != 1 {
+		t.Fatalf("ls -n 1 via the API: %d\n%s", code, out)
+	}
+	if _, stderr, code = runCmd(t, "--addr", d.addr, "trace", "show", "424242"); code != exitError || !strings.Contains(stderr, "not_found") && !strings.Contains(stderr, "no such trace") {
+		t.Fatalf("unknown id via the API: %d %s", code, stderr)
+	}
+	// Offline, on the same files.
+	if out, stderr, code = runCmd(t, "trace", "show", bid, "--data-dir", filepath.Join(dir, "data")); code != 0 || !strings.Contains(out, "create broadcast") {
+		t.Fatalf("show --data-dir: %d %s %s", code, out, stderr)
 	}
 }
