@@ -30,6 +30,18 @@
 // GET /v1/cluster (members from their etcd session keys, leader, term,
 // plugin hash drift).
 //
+// Some requests concern every replica rather than the leader (fanout.go):
+// GET /v1/traces and GET /v1/traces/{id} (each replica's spans are in its
+// own data.dir; traces.go merges them, each span once) and
+// POST /v1/plugins/reload (every member re-hashes and precompiles its
+// plugin files and rewrites its member record; the leader reloads its
+// term's runtime; reload.go). The replica a request reaches asks every
+// member in etcd — itself in process, the others once over HTTP with the
+// caller's token, the trace context and the hop header — and answers with
+// each member's outcome; a member that does not answer is reported
+// (missing, unreachable), never fatal. A request with the hop header is
+// answered for this replica alone.
+//
 // Step-down: when the session is lost, a commit is fenced, or the process
 // is told to stop, the replica resigns (so a successor need not wait for
 // the TTL), shuts the term's Host down (its in-flight work fails with
