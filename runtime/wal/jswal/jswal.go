@@ -439,7 +439,8 @@ func (l *Log) getReq(ctx context.Context, queue string, st jetstream.Stream, seq
 		if r.Error.ErrCode == uint16(jetstream.JSErrCodeStreamNotFound) {
 			return decoded{}, jetstream.ErrStreamNotFound
 		}
-		return decoded{}, fmt.Errorf("jswal: message get: %d %s", r.Error.Code, r.Error.Description)
+		return decoded{}, fmt.Errorf("jswal: message get: %w", &jetstream.APIError{Code: r.Error.Code,
+			ErrorCode: jetstream.ErrorCode(r.Error.ErrCode), Description: r.Error.Description})
 	}
 	if r.Message == nil {
 		return decoded{}, errors.New("jswal: message get: empty answer")
@@ -545,7 +546,8 @@ func (l *Log) directBatch(ctx context.Context, stream string, seq uint64, n int)
 			case "204", "404": // end of batch; nothing (more) there
 				return out, nil
 			default:
-				return nil, fmt.Errorf("direct get: status %s %s", st, m.Header.Get("Description"))
+				code, _ := strconv.Atoi(st)
+				return nil, fmt.Errorf("direct get: %w", &jetstream.APIError{Code: code, Description: m.Header.Get("Description")})
 			}
 		}
 		s, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
