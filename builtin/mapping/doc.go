@@ -161,6 +161,11 @@
 // queue since the producer's last append; records retention trimmed
 // before the retry are not found and are appended again.
 //
+// Placement. When the Log can place queues (Placer: jswal's JetStream
+// placement tags), a segment's queue is created with its broker's labels
+// as "key:value" tags, so a broker labelled az: a lives on servers tagged
+// az:a and a policy that spreads over zones spreads over real ones.
+//
 // Reads and retention read the Log: bounds per segment, OffsetForTime by
 // binary search over entry ticks, byte budgets by reading the retained
 // entries (wal.RecordSize, as the embedded WAL counts) — one pass per

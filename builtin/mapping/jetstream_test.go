@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"strings"
 	"sync"
 	"testing"
@@ -612,5 +613,69 @@ func TestOpenNeedsExactlyOneOfWALAndLog(t *testing.T) {
 	p, err := m.Append(ctx, "t/0", []wal.Record{{Payload: []byte("z")}})
 	if err != nil || p[0].Offset != 2 {
 		t.Fatalf("after remap: %+v %v", p, err)
+	}
+}
+
+// TestJSPlacementByBrokerLabels: on a 3-server JetStream cluster whose
+// servers carry zone tags, each segment's stream is placed by its broker's
+// labels, so a topic spread over the brokers has its queues in three
+// real zones.
+func TestJSPlacementByBrokerLabels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server JetStream cluster")
+	}
+	c := natstest.Start(t, natstest.Options{Servers: 3, Tags: [][]string{{"az:a"}, {"az:b"}, {"az:c"}}})
+	j := &jsEnv{c: c}
+	dir := t.TempDir()
+	db := openBadger(t, dir)
+	bs := []mapping.Broker{
+		{Name: "b0", Labels: map[string]string{"az": "a"}},
+		{Name: "b1", Labels: map[string]string{"az": "b"}},
+		{Name: "b2", Labels: map[string]string{"az": "c"}},
+	}
+	m, _ := jsMapping(t, j, db, dir, 1, mapping.Config{Brokers: bs})
+	// balanced puts one queue on each broker (a plugin policy such as
+	// zone-spread would choose by the az label instead).
+	if _, err := m.Apply(ctx, mapping.Change{Kind: mapping.KindCreate, Topic: "z", Queues: 3}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(c.Conn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zones := map[string]string{} // queue → server tag of its stream's leader
+	lister := js.ListStreams(ctx)
+	for si := range lister.Info() {
+		q := si.Config.Metadata["hostd_queue"]
+		broker, _, _ := strings.Cut(q, "/")
+		var want string
+		for _, b := range bs {
+			if b.Name == broker {
+				want = "az:" + b.Labels["az"]
+			}
+		}
+		if want == "" {
+			t.Errorf("stream of %s: unknown broker", q)
+			continue
+		}
+		if si.Config.Placement == nil || len(si.Config.Placement.Tags) != 1 || si.Config.Placement.Tags[0] != want {
+			t.Errorf("stream of %s placed by %+v, want tag %s", q, si.Config.Placement, want)
+		}
+		if si.Cluster == nil || si.Cluster.Leader == "" {
+			t.Errorf("stream of %s has no leader: %+v", q, si.Cluster)
+			continue
+		}
+		zones[q] = si.Cluster.Leader
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]bool{}
+	for _, s := range zones {
+		servers[s] = true
+	}
+	// z's 3 queues (one per broker) and the control channel's (on b0).
+	if len(zones) != 4 || len(servers) != 3 {
+		t.Fatalf("queues on servers %v, want 4 queues over 3 servers", zones)
 	}
 }

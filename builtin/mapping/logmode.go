@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hostd-dev/hostd/runtime/catalog"
@@ -67,7 +69,13 @@ func (m *Mapping) createLogQueue(ctx context.Context, pq string) (uint64, error)
 	m.mu.Lock()
 	m.pending[pq] = m.cfg.Clock.Now()
 	m.mu.Unlock()
-	if err := m.log.Create(ctx, pq); err != nil && !errors.Is(err, wal.ErrExists) {
+	var err error
+	if p, ok := m.log.(Placer); ok && len(m.placementTags(pq)) > 0 {
+		err = p.CreatePlaced(ctx, pq, m.placementTags(pq))
+	} else {
+		err = m.log.Create(ctx, pq)
+	}
+	if err != nil && !errors.Is(err, wal.ErrExists) {
 		return 0, fmt.Errorf("mapping: create physical queue %s: %w", pq, err)
 	}
 	if f, term := m.fencer(); f != nil {
@@ -531,4 +539,31 @@ func (r logResolver) Wait(ctx context.Context, vchannel string, offset uint64) e
 
 func (r logResolver) NextHint(ctx context.Context, vchannel string) (uint64, error) {
 	return r.m.NextHint(ctx, vchannel)
+}
+
+// Placer is a Log that can place a new queue on servers carrying given
+// tags (jswal: JetStream placement tags). In Log mode a segment's queue is
+// created with its broker's labels as tags, "key:value" each, so brokers
+// labelled by zone (az: a, b, c) on servers tagged az:a, az:b, az:c put
+// every segment in its broker's zone, and zone-spread spreads them over
+// real zones. A broker without labels places nothing (the Log's default
+// placement).
+type Placer interface {
+	CreatePlaced(ctx context.Context, queue string, tags []string) error
+}
+
+// placementTags are the labels of pq's broker ("<broker>/<queue id>") as
+// sorted "key:value" tags.
+func (m *Mapping) placementTags(pq string) []string {
+	broker, _, _ := strings.Cut(pq, "/")
+	b, ok := m.brokers[broker] // set at Open, read-only after
+	if !ok || len(b.Labels) == 0 {
+		return nil
+	}
+	tags := make([]string, 0, len(b.Labels))
+	for k, v := range b.Labels {
+		tags = append(tags, k+":"+v)
+	}
+	sort.Strings(tags)
+	return tags
 }
