@@ -369,6 +369,7 @@ func TestClusterJetStreamInfraLoss(t *testing.T) {
 		back := time.Now()
 		d := mon.firstAckAfter(back, 90*time.Second)
 		if d == 0 {
+			dumpStreams(t, ec.nats)
 			t.Fatalf("%s back: no broadcast acknowledged within 90 s", loss.name)
 		}
 		t.Logf("%s back: first acknowledgement after %v", loss.name, d.Round(time.Millisecond))
@@ -384,4 +385,36 @@ func TestClusterJetStreamInfraLoss(t *testing.T) {
 	checkClusterBroadcasts(t, ec, rc, l, clusterRequest)
 	prod.check(t, rc)
 	checkStreamTerms(t, ec.nats)
+}
+
+// dumpStreams logs every hostd stream's cluster state (leader, replicas
+// current or lagging) as seen by the servers: what a failure to resume
+// after quorum returned looked like.
+func dumpStreams(t *testing.T, c *natstest.Cluster) {
+	nc, err := nats.Connect(c.URL())
+	if err != nil {
+		t.Logf("dump streams: %v", err)
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lister := js.ListStreams(ctx)
+	for si := range lister.Info() {
+		var reps []string
+		if si.Cluster != nil {
+			for _, r := range si.Cluster.Replicas {
+				reps = append(reps, fmt.Sprintf("%s(current %v, lag %d, active %v)", r.Name, r.Current, r.Lag, r.Active))
+			}
+			t.Logf("stream %s (%s): leader %q, replicas %v, msgs %d, last seq %d", si.Config.Name, si.Config.Metadata["hostd_queue"],
+				si.Cluster.Leader, reps, si.State.Msgs, si.State.LastSeq)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		t.Logf("dump streams: %v", err)
+	}
 }
