@@ -19,7 +19,6 @@ import (
 
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/internal/etcdtest"
-	"github.com/hostd-dev/hostd/internal/natstest"
 	"github.com/hostd-dev/hostd/internal/testport"
 )
 
@@ -39,7 +38,7 @@ const clusterElectionTTL = 2 * time.Second
 type ecluster struct {
 	t        *testing.T
 	etcd     *etcdtest.Cluster
-	nats     *natstest.Cluster // nil: the physical queues live in etcd
+	nats     *natsProcs // nil: the physical queues live in etcd
 	replicas []*ereplica
 }
 

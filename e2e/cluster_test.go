@@ -114,11 +114,7 @@ func leaderKills(t *testing.T, ec *ecluster) {
 	load.Wait()
 
 	// Finish every unacknowledged broadcast (the clients' retries).
-	drain := make(chan struct{})
-	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
-	runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
-		request: clusterDBRequest}, drain, false)
-	timer.Stop()
+	drainLedger(t, rc, l, clusterDBRequest)
 
 	slices.Sort(failovers)
 	t.Logf("failover (kill -9 of the leader → first acknowledged write through a survivor) over %d kills: p50 %v p99 %v max %v (election_ttl %v)",
@@ -737,11 +733,7 @@ func pausedLeader(t *testing.T, ec *ecluster) {
 	l.acked["parked-bc"], l.issued["parked-bc"] = retryBC.ID, true
 
 	// Finish the old leader's unanswered broadcasts through any replica.
-	drain := make(chan struct{})
-	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
-	runSubmitters(t, ec.randomClient(), l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
-		request: clusterRequest}, drain, false)
-	timer.Stop()
+	drainLedger(t, ec.randomClient(), l, clusterRequest)
 	checkClusterBroadcasts(t, ec, next.c, l, clusterRequest)
 	// The new leader's ids come from a block reserved in its term, above
 	// every id of the old term, and "during-pause" was its first broadcast.
@@ -794,4 +786,14 @@ func lastLogField(path, msg, field string) string {
 func logHas(path, s string) bool {
 	b, _ := os.ReadFile(path)
 	return strings.Contains(string(b), s)
+}
+
+// drainLedger finishes the ledger's unanswered broadcasts through c (a
+// client retrying with their keys), for up to 90 s.
+func drainLedger(t *testing.T, c *client.Client, l *ledger, request func(string) *client.BroadcastRequest) {
+	drain := make(chan struct{})
+	timer := time.AfterFunc(90*time.Second, func() { close(drain) })
+	defer timer.Stop()
+	runSubmitters(t, c, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 50 * time.Millisecond,
+		request: request}, drain, false)
 }

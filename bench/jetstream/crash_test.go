@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hostd-dev/hostd/bench/report"
 	"github.com/hostd-dev/hostd/internal/testport"
 	"github.com/hostd-dev/hostd/runtime/wal"
 	"github.com/hostd-dev/hostd/runtime/wal/jswal"
@@ -44,17 +42,8 @@ func TestReportCrashFailover(t *testing.T) {
 	for r := 0; r < rounds; r++ {
 		pauses = append(pauses, crashOnce(t, bin, r))
 	}
-	sort.Slice(pauses, func(i, j int) bool { return pauses[i] < pauses[j] })
-	strs := make([]string, len(pauses))
-	for i, p := range pauses {
-		strs[i] = p.Round(10 * time.Millisecond).String()
-	}
-	if err := report.Emit(t.Logf, report.Row{Bench: "jetstream",
-		Figure: fmt.Sprintf("R3 stream leader killed (SIGKILL): append pause, median of %d", rounds),
-		Value:  float64(pauses[len(pauses)/2].Milliseconds()), Unit: "ms",
-		Note: "every round: " + strings.Join(strs, ", ") + "; nats-server processes, default election settings, sync_interval always"}); err != nil {
-		t.Fatal(err)
-	}
+	emitPauses(t, fmt.Sprintf("R3 stream leader killed (SIGKILL): append pause, median of %d", rounds),
+		"nats-server processes, default election settings, sync_interval always", pauses)
 }
 
 // natsProcs starts 3 nats-server processes forming a JetStream cluster.
@@ -168,17 +157,5 @@ func crashOnce(t *testing.T, bin string, round int) time.Duration {
 	if err := cmds[leader].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := wal.AppendOnce(actx, w, q, low, []wal.Record{{Payload: payload, ID: fmt.Sprintf("after-%d", round)}})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Since(start) > 90*time.Second {
-			t.Fatalf("no append within 90 s of the leader's kill: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
+	return appendPause(t, w, q, low, fmt.Sprintf("after-%d", round), start, 90*time.Second)
 }

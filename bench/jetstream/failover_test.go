@@ -37,16 +37,43 @@ func TestReportFailover(t *testing.T) {
 	for r := 0; r < rounds; r++ {
 		pauses = append(pauses, failoverOnce(t, r))
 	}
+	emitPauses(t, fmt.Sprintf("R3 stream leader stopped: append pause, median of %d", rounds),
+		"default election settings, sync_interval always", pauses)
+}
+
+// emitPauses reports the median of pauses as a row, every round in the note.
+func emitPauses(t *testing.T, figure, note string, pauses []time.Duration) {
+	t.Helper()
 	sort.Slice(pauses, func(i, j int) bool { return pauses[i] < pauses[j] })
 	strs := make([]string, len(pauses))
 	for i, p := range pauses {
 		strs[i] = p.Round(10 * time.Millisecond).String()
 	}
-	if err := report.Emit(t.Logf, report.Row{Bench: "jetstream",
-		Figure: fmt.Sprintf("R3 stream leader stopped: append pause, median of %d", rounds),
-		Value:  float64(pauses[len(pauses)/2].Milliseconds()), Unit: "ms",
-		Note: "every round: " + strings.Join(strs, ", ") + "; default election settings, sync_interval always"}); err != nil {
+	if err := report.Emit(t.Logf, report.Row{Bench: "jetstream", Figure: figure,
+		Value: float64(pauses[len(pauses)/2].Milliseconds()), Unit: "ms",
+		Note: "every round: " + strings.Join(strs, ", ") + "; " + note}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// appendPause appends one record to q through w (wal.AppendOnce from low:
+// never twice) until it succeeds and returns the time since start.
+func appendPause(t *testing.T, w *jswal.Log, q string, low uint64, id string, start time.Time, limit time.Duration) time.Duration {
+	t.Helper()
+	for i := 0; ; i++ {
+		actx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := wal.AppendOnce(actx, w, q, low, []wal.Record{{Payload: payload, ID: id}})
+		cancel()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("no append within %v: %v", limit, err)
+		}
+		if i == 0 && !errors.Is(err, context.DeadlineExceeded) {
+			t.Logf("first error: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -108,20 +135,5 @@ func failoverOnce(t *testing.T, round int) time.Duration {
 	setup.Close()
 	start := time.Now()
 	c.Stop(leader)
-	for i := 0; ; i++ {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := wal.AppendOnce(actx, w, q, low, []wal.Record{{Payload: payload, ID: fmt.Sprintf("after-%d", round)}})
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Since(start) > 60*time.Second {
-			t.Fatalf("no append within 60 s of the leader's stop: %v", err)
-		}
-		if i == 0 && !errors.Is(err, context.DeadlineExceeded) {
-			t.Logf("first error after the stop: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
+	return appendPause(t, w, q, low, fmt.Sprintf("after-%d", round), start, 60*time.Second)
 }

@@ -234,17 +234,7 @@ func (m *Mapping) sweepOrphans(ctx context.Context) ([]string, error) {
 	}
 	var orphans []string
 	err := m.store.View(ctx, func(r catalog.Reader) error {
-		used := map[string]bool{}
-		err := r.Scan([]byte(prefixQueue), []byte(catalog.NSMapping+"q0"), func(kv catalog.KV) error {
-			q, err := decodeQueue(kv.Key, kv.Value)
-			if err != nil {
-				return err
-			}
-			for _, s := range q.Segments {
-				used[s.PhysicalQueue()] = true
-			}
-			return nil
-		})
+		used, err := usedQueues(r)
 		if err != nil {
 			return err
 		}
@@ -289,18 +279,10 @@ func (m *Mapping) sweepOrphansLog(ctx context.Context) ([]string, error) {
 		}
 		listed = append(listed, qs...)
 	}
-	used := map[string]bool{}
-	err := m.store.View(ctx, func(r catalog.Reader) error {
-		return r.Scan([]byte(prefixQueue), []byte(catalog.NSMapping+"q0"), func(kv catalog.KV) error {
-			q, err := decodeQueue(kv.Key, kv.Value)
-			if err != nil {
-				return err
-			}
-			for _, s := range q.Segments {
-				used[s.PhysicalQueue()] = true
-			}
-			return nil
-		})
+	var used map[string]bool
+	err := m.store.View(ctx, func(r catalog.Reader) (err error) {
+		used, err = usedQueues(r)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -346,4 +328,21 @@ func (m *Mapping) Run(ctx context.Context) error {
 		case <-m.cfg.Clock.After(m.cfg.RetentionInterval):
 		}
 	}
+}
+
+// usedQueues returns the physical queues some logic queue's segment
+// references, read from r.
+func usedQueues(r catalog.Reader) (map[string]bool, error) {
+	used := map[string]bool{}
+	err := r.Scan([]byte(prefixQueue), []byte(catalog.NSMapping+"q0"), func(kv catalog.KV) error {
+		q, err := decodeQueue(kv.Key, kv.Value)
+		if err != nil {
+			return err
+		}
+		for _, s := range q.Segments {
+			used[s.PhysicalQueue()] = true
+		}
+		return nil
+	})
+	return used, err
 }
