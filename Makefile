@@ -96,9 +96,17 @@ bench-full: bench-deps
 # failpoints under a mixed workload, then checked. `make test` runs a 40 s
 # version (CI sets SOAK_DURATION=3m in .ci/run); SOAK_REPORT=<file> also
 # writes the printed summary there.
+# SOAK_CLUSTER=1 runs the cluster variant instead (e2e TestClusterSoak: 3
+# replicas on 3 etcd members and 3 nats-server processes, the leader killed
+# or paused, NATS servers killed and etcd members stopped at random).
 SOAK_DURATION ?= 5m
+SOAK_CLUSTER ?=
 soak:
+ifeq ($(SOAK_CLUSTER),1)
+	SOAK_CLUSTER=1 SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestClusterSoak$$' -v -timeout 2h ./e2e/
+else
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 2h ./e2e/
+endif
 
 .PHONY: devcluster
 # devcluster starts a local cluster-mode hostd on loopback: 3 etcd members

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -412,4 +415,75 @@ func dumpStreams(t *testing.T, c *natsProcs) {
 	if err := lister.Err(); err != nil {
 		t.Logf("dump streams: %v", err)
 	}
+}
+
+// TestClusterSoak is the cluster variant of the chaos soak (`make soak
+// SOAK_CLUSTER=1`; skipped otherwise): 3 replicas, 3 etcd members and 3
+// nats-server processes under the kill test's load (collections
+// broadcasts, leases, a producer) for SOAK_DURATION, with a random fault
+// every few seconds — the leader killed, the leader paused past its TTL,
+// a NATS server killed, an etcd member stopped (each brought back) — and
+// then every check of TestClusterLeaderKills and TestClusterJetStreamInfraLoss.
+func TestClusterSoak(t *testing.T) {
+	if os.Getenv("SOAK_CLUSTER") != "1" {
+		t.Skip("set SOAK_CLUSTER=1 (make soak SOAK_CLUSTER=1) to run the cluster soak")
+	}
+	d := soakDuration(t)
+	ec := startClusterJS(t, 3, collectionsConfig(t))
+	rc := ec.randomClient()
+	l := newLedger("soak-%06d")
+	stop := make(chan struct{})
+	var load sync.WaitGroup
+	load.Add(2)
+	go func() {
+		defer load.Done()
+		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
+			request: clusterDBRequest}, stop, true)
+	}()
+	lh := newLeaseHistory(30 * time.Second)
+	go func() {
+		defer load.Done()
+		lh.run(t, ec.randomClient(client.WithRetries(1)), []string{"k0", "k1", "k2"}, 3, stop)
+	}()
+	prod := runProducer(t, ec.randomClient(client.WithRetries(1)), clusterVChannels[1], "soak-producer", stop)
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	faults := map[string]int{}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(time.Duration(3000+rnd.IntN(4000)) * time.Millisecond)
+		leader, _ := ec.leader(90 * time.Second)
+		switch f := rnd.IntN(4); f {
+		case 0:
+			faults["leader killed"]++
+			leader.kill9()
+			ec.leader(90*time.Second, leader)
+			ec.start(leader)
+			ec.waitReady(leader)
+		case 1:
+			faults["leader paused"]++
+			leader.signal(t, syscall.SIGSTOP)
+			ec.leader(90*time.Second, leader)
+			leader.signal(t, syscall.SIGCONT)
+		case 2:
+			faults["NATS server killed"]++
+			i := rnd.IntN(3)
+			ec.nats.Kill(i)
+			time.Sleep(8 * time.Second)
+			ec.nats.Restart(i)
+		case 3:
+			faults["etcd member stopped"]++
+			i := rnd.IntN(3)
+			ec.etcd.Stop(i)
+			time.Sleep(5 * time.Second)
+			ec.etcd.Restart(i)
+		}
+	}
+	close(stop)
+	load.Wait()
+	drainLedger(t, rc, l, clusterDBRequest)
+	t.Logf("cluster soak %v: faults %v", d, faults)
+	checkClusterBroadcasts(t, ec, rc, l, clusterDBRequest)
+	checkCollections(t, rc, len(l.acked))
+	lh.check(t)
+	prod.check(t, rc)
+	checkStreamTerms(t, ec.nats)
 }
