@@ -431,7 +431,7 @@ func TestClusterSoak(t *testing.T) {
 	d := soakDuration(t)
 	ec := startClusterJS(t, 3, collectionsConfig(t))
 	rc := ec.randomClient()
-	l := newLedger("soak-%06d")
+	l := newLedger("bc-%05d") // clusterDBRequest names database dN after key bc-N
 	stop := make(chan struct{})
 	var load sync.WaitGroup
 	load.Add(2)
