@@ -52,7 +52,16 @@ func replica(t *testing.T, endpoints []string, name string, adjust ...func(*conf
 	for _, a := range adjust {
 		a(&cfg)
 	}
-	n, err := cluster.Open(context.Background(), &cfg, cluster.Options{Logger: slog.New(slog.DiscardHandler), LogOutput: io.Discard})
+	logger := slog.New(slog.DiscardHandler)
+	if path := os.Getenv("HOSTD_BENCH_LOG"); path != "" { // the replicas' logs, for a profile of a miss
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		logger = slog.New(slog.NewTextHandler(f, nil)).With("node", name)
+	}
+	n, err := cluster.Open(context.Background(), &cfg, cluster.Options{Logger: logger, LogOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

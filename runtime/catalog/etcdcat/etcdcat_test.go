@@ -75,6 +75,7 @@ func TestEtcd(t *testing.T) {
 	t.Run("BadgerToEtcd", func(t *testing.T) { testBadgerToEtcd(t, cli) })
 	t.Run("Telemetry", func(t *testing.T) { testTelemetry(t, cli) })
 	t.Run("OutsideRaces", func(t *testing.T) { testOutsideRaces(t, cli) })
+	t.Run("ScanStreamAndPaged", func(t *testing.T) { testScanStreamAndPaged(t, cli) })
 }
 
 // campaign puts an election-like key and returns its create revision
