@@ -30,8 +30,11 @@
 //
 // A record's Version is its etcd ModRevision. A View is a set of reads at
 // one revision: the first read of the View fixes it (from the response
-// header), later Gets and every page of a Scan (256 records per range
-// request) pass WithRev. When etcd compacts that revision while the View
+// header), later Gets and every Scan pass WithRev. A Scan is one
+// RangeStream (etcd 3.7+; a Scan that opens the View fixes the revision
+// with a one-key read first), because paged Range requests make the
+// server count the rest of the range on every page (O(n²/page)); against
+// older servers it pages with Range (256 records per request). When etcd compacts that revision while the View
 // still reads, the read fails with *CompactedError (ErrCompacted) at once;
 // run the View again.
 //
