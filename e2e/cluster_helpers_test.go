@@ -19,6 +19,7 @@ import (
 
 	"github.com/hostd-dev/hostd/client"
 	"github.com/hostd-dev/hostd/internal/etcdtest"
+	"github.com/hostd-dev/hostd/internal/natstest"
 	"github.com/hostd-dev/hostd/internal/testport"
 )
 
@@ -38,7 +39,7 @@ const clusterElectionTTL = 2 * time.Second
 type ecluster struct {
 	t        *testing.T
 	etcd     *etcdtest.Cluster
-	nats     *natsProcs // nil: the physical queues live in etcd
+	nats     *natstest.Procs // nil: the physical queues live in etcd
 	replicas []*ereplica
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hostd-dev/hostd/client"
+	"github.com/hostd-dev/hostd/internal/natstest"
 )
 
 // The JetStream half of the cluster harness: 3 nats-server processes with
@@ -156,7 +157,7 @@ func (p *producerLog) check(t *testing.T, c *client.Client) {
 // down along a stream: a record of an older term after one of a newer
 // term would be a deposed leader's append accepted after its successor
 // wrote (cluster.md hard part 4).
-func checkStreamTerms(t *testing.T, c *natsProcs) {
+func checkStreamTerms(t *testing.T, c *natstest.Procs) {
 	t.Helper()
 	nc, err := nats.Connect(c.URL())
 	if err != nil {
@@ -388,7 +389,7 @@ func TestClusterJetStreamInfraLoss(t *testing.T) {
 // dumpStreams logs every hostd stream's cluster state (leader, replicas
 // current or lagging) as seen by the servers: what a failure to resume
 // after quorum returned looked like.
-func dumpStreams(t *testing.T, c *natsProcs) {
+func dumpStreams(t *testing.T, c *natstest.Procs) {
 	nc, err := nats.Connect(c.URL())
 	if err != nil {
 		t.Logf("dump streams: %v", err)
@@ -430,22 +431,7 @@ func TestClusterSoak(t *testing.T) {
 	}
 	d := soakDuration(t)
 	ec := startClusterJS(t, 3, collectionsConfig(t))
-	rc := ec.randomClient()
-	l := newLedger("bc-%05d") // clusterDBRequest names database dN after key bc-N
-	stop := make(chan struct{})
-	var load sync.WaitGroup
-	load.Add(2)
-	go func() {
-		defer load.Done()
-		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
-			request: clusterDBRequest}, stop, true)
-	}()
-	lh := newLeaseHistory(30 * time.Second)
-	go func() {
-		defer load.Done()
-		lh.run(t, ec.randomClient(client.WithRetries(1)), []string{"k0", "k1", "k2"}, 3, stop)
-	}()
-	prod := runProducer(t, ec.randomClient(client.WithRetries(1)), clusterVChannels[1], "soak-producer", stop)
+	load := startClusterLoad(t, ec, 30*time.Second, "soak-producer")
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	faults := map[string]int{}
 	for end := time.Now().Add(d); time.Now().Before(end); {
@@ -477,13 +463,7 @@ func TestClusterSoak(t *testing.T) {
 			ec.etcd.Restart(i)
 		}
 	}
-	close(stop)
-	load.Wait()
-	drainLedger(t, rc, l, clusterDBRequest)
 	t.Logf("cluster soak %v: faults %v", d, faults)
-	checkClusterBroadcasts(t, ec, rc, l, clusterDBRequest)
-	checkCollections(t, rc, len(l.acked))
-	lh.check(t)
-	prod.check(t, rc)
+	load.finish(t, ec)
 	checkStreamTerms(t, ec.nats)
 }

@@ -74,23 +74,8 @@ func leaderKills(t *testing.T, ec *ecluster) {
 	if clusterLong() {
 		kills = 20
 	}
-	rc := ec.randomClient()
-	l := newLedger("bc-%05d")
-	stop := make(chan struct{})
-	var load sync.WaitGroup
-	load.Add(2)
-	go func() {
-		defer load.Done()
-		runSubmitters(t, rc, l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
-			request: clusterDBRequest}, stop, true)
-	}()
-	lh := newLeaseHistory(20 * time.Second)
-	go func() {
-		defer load.Done()
-		lh.run(t, ec.randomClient(client.WithRetries(1)), []string{"k0", "k1", "k2"}, 3, stop)
-	}()
-
-	prod := runProducer(t, ec.randomClient(client.WithRetries(1)), clusterVChannels[1], "e2e-producer", stop)
+	load := startClusterLoad(t, ec, 20*time.Second, "e2e-producer")
+	l := load.l
 
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var failovers []time.Duration
@@ -110,20 +95,55 @@ func leaderKills(t *testing.T, ec *ecluster) {
 		ec.start(leader)
 		ec.waitReady(leader)
 	}
-	close(stop)
-	load.Wait()
-
-	// Finish every unacknowledged broadcast (the clients' retries).
-	drainLedger(t, rc, l, clusterDBRequest)
-
 	slices.Sort(failovers)
 	t.Logf("failover (kill -9 of the leader → first acknowledged write through a survivor) over %d kills: p50 %v p99 %v max %v (election_ttl %v)",
 		len(failovers), percentile(failovers, 0.5).Round(time.Millisecond), percentile(failovers, 0.99).Round(time.Millisecond),
 		failovers[len(failovers)-1].Round(time.Millisecond), clusterElectionTTL)
-	checkClusterBroadcasts(t, ec, rc, l, clusterDBRequest)
-	checkCollections(t, rc, len(l.acked))
-	lh.check(t)
-	prod.check(t, rc)
+	load.finish(t, ec)
+}
+
+// clusterLoad is the kill test's load through random replicas:
+// collections CreateDatabase broadcasts with idempotency keys (ledger l),
+// lease acquire/release recorded for porcupine (lh), and a producer's
+// idempotent appends (prod).
+type clusterLoad struct {
+	rc   *client.Client
+	l    *ledger
+	lh   *leaseHistory
+	prod *producerLog
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startClusterLoad(t *testing.T, ec *ecluster, leaseTTL time.Duration, producer string) *clusterLoad {
+	cl := &clusterLoad{rc: ec.randomClient(), l: newLedger("bc-%05d"), lh: newLeaseHistory(leaseTTL), stop: make(chan struct{})}
+	cl.wg.Add(2)
+	go func() {
+		defer cl.wg.Done()
+		runSubmitters(t, cl.rc, cl.l, submitters{workers: 3, timeout: 6 * time.Second, backoff: 20 * time.Millisecond,
+			request: clusterDBRequest}, cl.stop, true)
+	}()
+	go func() {
+		defer cl.wg.Done()
+		cl.lh.run(t, ec.randomClient(client.WithRetries(1)), []string{"k0", "k1", "k2"}, 3, cl.stop)
+	}()
+	cl.prod = runProducer(t, ec.randomClient(client.WithRetries(1)), clusterVChannels[1], producer, cl.stop)
+	return cl
+}
+
+// finish stops the load, lets the clients finish every unacknowledged
+// broadcast with its key, and runs every check: each acknowledged
+// broadcast once per vchannel with its id, plugin KV equal to the model,
+// a linearizable lease history, each producer append once where it was
+// acknowledged.
+func (cl *clusterLoad) finish(t *testing.T, ec *ecluster) {
+	close(cl.stop)
+	cl.wg.Wait()
+	drainLedger(t, cl.rc, cl.l, clusterDBRequest)
+	checkClusterBroadcasts(t, ec, cl.rc, cl.l, clusterDBRequest)
+	checkCollections(t, cl.rc, len(cl.l.acked))
+	cl.lh.check(t)
+	cl.prod.check(t, cl.rc)
 }
 
 // firstWrite measures a failover: from t0 (the leader's kill) it submits
