@@ -10,6 +10,13 @@
 //
 // Stop and Restart take one server away and bring it back on the same
 // ports and store dir.
+//
+// Procs (procs.go) is the same as a 3-server cluster of nats-server
+// processes, built by BuildServer from the module: servers that can be
+// killed with SIGKILL, for crash and quorum-loss tests.
+//
+//	bin, err := natstest.BuildServer(dir)
+//	c := natstest.StartProcs(t, bin) // c.Kill(i), c.Stop(i), c.Restart(i), c.URL()
 package natstest
 
 import (
