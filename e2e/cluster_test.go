@@ -552,7 +552,19 @@ func (h *leaseHistory) check(t *testing.T) {
 // A lease granted before the pause survives the takeover with its full TTL
 // counted from the takeover (hard part 9).
 func TestClusterPausedLeader(t *testing.T) {
+	widenSessionLost(t)
 	pausedLeader(t, startCluster(t, 3, ""))
+}
+
+// widenSessionLost makes a replica that finds its etcd session gone keep
+// serving its term for two more seconds before it steps down (failpoint
+// cluster.session-lost). Waking from SIGSTOP, the old leader otherwise
+// often notices the lost session before it reads the parked requests, and
+// forwards them instead of committing: safe, but the fence this test is
+// about would then go unexercised. Held open, the window is exactly the
+// one the fence must close: the old leader commits in its old term.
+func widenSessionLost(t *testing.T) {
+	t.Setenv("HOSTD_FAILPOINTS", "cluster.session-lost=sleep:2s")
 }
 
 // TestClusterJetStreamPausedLeader is TestClusterPausedLeader with the
@@ -561,6 +573,7 @@ func TestClusterPausedLeader(t *testing.T) {
 // count as fenced), and no stream holds a record of the old term after
 // one of the new term.
 func TestClusterJetStreamPausedLeader(t *testing.T) {
+	widenSessionLost(t)
 	ec := startClusterJS(t, 3, "")
 	pausedLeader(t, ec)
 	checkStreamTerms(t, ec.nats)

@@ -24,6 +24,7 @@ import (
 	"github.com/hostd-dev/hostd/host/config"
 	"github.com/hostd-dev/hostd/host/telemetry"
 	"github.com/hostd-dev/hostd/runtime/catalog"
+	"github.com/hostd-dev/hostd/runtime/failpoint"
 	"github.com/hostd-dev/hostd/runtime/sched"
 )
 
@@ -511,6 +512,9 @@ func (n *Node) lead(ctx context.Context, sess *concurrency.Session, el *concurre
 		reason = "stopping"
 	case <-sess.Done():
 		reason = "etcd session lost"
+		// The window every fence exists for: the term is over but this
+		// replica has not noticed yet. Tests widen it here.
+		failpoint.Hit("cluster.session-lost")
 	case <-fenced:
 		reason = "a commit or an append was fenced: a newer term exists"
 	}

@@ -8,7 +8,10 @@
 //	HOSTD_FAILPOINTS="broadcast.after-persist=crash;wal.mid-append=crash@3"
 //
 // "crash" kills the process at once with SIGKILL semantics (os.Exit is not
-// used, so no deferred code runs); "crash@N" does so on the N-th hit. Every
+// used, so no deferred code runs); "crash@N" does so on the N-th hit;
+// "sleep:2s" makes every hit wait that long (to widen a race a test must
+// exercise, e.g. cluster.session-lost: an old leader that keeps serving
+// after its etcd session ended, so its commits meet the term fence). Every
 // hit of an enabled or disabled point is appended to the file named by
 // HOSTD_FAILPOINTS_LOG (one name per line) so a test can assert that each
 // point was reached.

@@ -8,13 +8,15 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Enabled reports whether failpoints are compiled in.
 const Enabled = true
 
 type point struct {
-	crashAt int // hit number that crashes (1-based); 0 = never
+	crashAt int           // hit number that crashes (1-based); 0 = never
+	sleep   time.Duration // every hit waits this long ("sleep:2s")
 	hits    int
 }
 
@@ -50,6 +52,10 @@ func parse(spec string) map[string]*point {
 			}
 		} else if action == "crash" {
 			p.crashAt = 1
+		} else if d, ok := strings.CutPrefix(action, "sleep:"); ok {
+			if v, err := time.ParseDuration(d); err == nil && v > 0 {
+				p.sleep = v
+			}
 		}
 		m[name] = p
 	}
@@ -64,14 +70,18 @@ func Hit(name string) {
 	}
 	fn := actions[name]
 	p := points[name]
-	crash := false
+	crash, sleep := false, time.Duration(0)
 	if p != nil {
 		p.hits++
 		crash = p.crashAt > 0 && p.hits == p.crashAt
+		sleep = p.sleep
 	}
 	mu.Unlock()
 	if fn != nil {
 		fn()
+	}
+	if sleep > 0 {
+		time.Sleep(sleep)
 	}
 	if crash {
 		if logFile != nil {
